@@ -1,0 +1,44 @@
+# make run: the whole service on the embedded default.  make test: the full suite.
+SHELL := /bin/bash
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+# The suite runs against this machine's real PostgreSQL and Redis (override to point elsewhere).
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/eds
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/0
+
+.PHONY: help run test lint bench migrate clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(BIN)/.installed: requirements.txt requirements-dev.txt
+	@command -v $(PY) >/dev/null || { echo "Python 3.11 is required ($(PY) not found)"; exit 1; }
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+run: $(BIN)/.installed ## Start web (127.0.0.1:$(PORT)), worker and scheduler on SQLite, print a demo key
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	$(BIN)/python manage.py demo_credentials --base-url http://127.0.0.1:$(PORT)
+	PATH=$(CURDIR)/$(BIN):$$PATH PORT=$(PORT) $(BIN)/honcho start -f Procfile
+
+test: $(BIN)/.installed ## Run the full test suite (real PostgreSQL and Redis)
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
+		$(BIN)/pytest --create-db $(PYTEST_ARGS)
+
+lint: $(BIN)/.installed ## ruff and Django's checks
+	$(BIN)/ruff check .
+	$(BIN)/python manage.py check
+
+bench: $(BIN)/.installed ## Run the benchmarks under bench/ and print their figures
+	$(BIN)/python bench/run.py
+
+migrate: $(BIN)/.installed ## Apply migrations to the configured database
+	$(BIN)/python manage.py migrate --noinput
+
+clean: ## Remove the embedded database, broker files and the virtualenv
+	rm -rf .data $(VENV)

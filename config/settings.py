@@ -1,0 +1,200 @@
+"""Settings, read from environment variables (see .env.example).
+
+Embedded mode (the default) needs no server: SQLite and a filesystem broker under DATA_DIR.
+DJANGO_ENV=production refuses to start without its secrets, a database URL and a broker URL.
+"""
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_bool, env_int, env_list, env_secret, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DJANGO_ENV = env_str("DJANGO_ENV", "embedded")
+if DJANGO_ENV not in {"embedded", "production"}:
+    raise ImproperlyConfigured(f"DJANGO_ENV must be 'embedded' or 'production', got {DJANGO_ENV!r}")
+PRODUCTION = DJANGO_ENV == "production"
+DATA_DIR = Path(env_str("DATA_DIR", str(BASE_DIR / ".data")))
+
+SECRET_KEY = env_secret(
+    "SECRET_KEY", production=PRODUCTION, embedded_default="embedded-mode-only-not-secret"
+)
+# Encrypts marketplace credentials at rest (django-fernet-encrypted-fields).
+SALT_KEY = env_list("FIELD_ENCRYPTION_SALT", [])
+if not SALT_KEY:
+    SALT_KEY = [
+        env_secret("FIELD_ENCRYPTION_SALT", production=PRODUCTION, embedded_default="embedded-salt")
+    ]
+
+DEBUG = env_bool("DEBUG", not PRODUCTION)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["*"])
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS is required when DJANGO_ENV=production")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_celery_beat",
+    "config",
+    "engagement",
+    "ingestion",
+    "readapi",
+    "marketplace",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+_database_url = env_str("DATABASE_URL", "")
+if PRODUCTION and not _database_url:
+    raise ImproperlyConfigured("DATABASE_URL is required when DJANGO_ENV=production")
+if _database_url:
+    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+else:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "eds.sqlite3",
+            "OPTIONS": {
+                # Web, worker and beat share one file: WAL lets readers run beside the one writer,
+                # IMMEDIATE takes the write lock up front so transactions queue instead of failing.
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Celery ---------------------------------------------------------------------------------
+_broker_url = env_str("CELERY_BROKER_URL", "")
+if PRODUCTION and not _broker_url:
+    raise ImproperlyConfigured("CELERY_BROKER_URL is required when DJANGO_ENV=production")
+if _broker_url:
+    CELERY_BROKER_URL = _broker_url
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
+else:
+    # A serverless broker for the embedded mode: messages are files in DATA_DIR/broker.
+    _broker_dir = DATA_DIR / "broker"
+    for sub in ("queue", "processed"):
+        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_BEAT_SCHEDULE = {
+    # The acceptance store is the source of truth; this sweep re-queues whatever a lost broker
+    # message left behind (a broker restart or flush, a worker killed mid-task).
+    "ingestion-sweep": {
+        "task": "ingestion.tasks.sweep_accepted_requests",
+        "schedule": float(env_int("INGESTION_SWEEP_SECONDS", 10, minimum=1)),
+    },
+    "ingestion-purge-drops": {
+        "task": "ingestion.tasks.purge_old_drops",
+        "schedule": 3600.0,
+    },
+}
+
+# --- Ingestion ------------------------------------------------------------------------------
+INGESTION_MAX_BODY_BYTES = env_int("INGESTION_MAX_BODY_BYTES", 32 * 1024, minimum=1024)
+INGESTION_MAX_BATCH_BYTES = env_int("INGESTION_MAX_BATCH_BYTES", 512 * 1024, minimum=1024)
+# Past this many accepted-but-unapplied requests the front door answers 503 with Retry-After.
+INGESTION_BACKLOG_LIMIT = env_int("INGESTION_BACKLOG_LIMIT", 1_000_000, minimum=1)
+INGESTION_RETRY_AFTER_SECONDS = env_int("INGESTION_RETRY_AFTER_SECONDS", 5, minimum=1)
+INGESTION_DRAIN_BATCH = env_int("INGESTION_DRAIN_BATCH", 1000, minimum=1)
+INGESTION_DROP_RETENTION_DAYS = env_int("INGESTION_DROP_RETENTION_DAYS", 30, minimum=1)
+
+# --- Marketplace ----------------------------------------------------------------------------
+MARKETPLACE_API_URL = env_str("MARKETPLACE_API_URL", "https://api.atlassian.com").rstrip("/")
+
+# --- REST framework -------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "UNAUTHENTICATED_USER": None,
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "config.exceptions.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Engagement Data Service",
+    "DESCRIPTION": "Ingestion API (v1, v2, Segment-family) and read API.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Static files, i18n, logging -----------------------------------------------------------
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(DATA_DIR / "static")))
+if not PRODUCTION:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
+
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
+    CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)

@@ -1,0 +1,151 @@
+"""The domain: products, workspaces, users, accounts, their links, events and daily rollups."""
+
+from django.db import models
+from django.db.models import Q
+
+
+class Product(models.Model):
+    """A tenant: keys, tokens, users, accounts, events, at most one marketplace connection."""
+
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Workspace(models.Model):
+    """A scoring profile over one product's data."""
+
+    class Lookback(models.IntegerChoices):
+        ONE_DAY = 1, "1 day"
+        SEVEN_DAYS = 7, "7 days"
+        THIRTY_DAYS = 30, "30 days"
+
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="workspaces")
+    name = models.CharField(max_length=200)
+    lookback_days = models.PositiveSmallIntegerField(
+        choices=Lookback.choices, default=Lookback.THIRTY_DAYS
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.product.name} / {self.name}"
+
+
+class TraitsMixin(models.Model):
+    """Traits merged per key: `trait_times` keeps the message time (ms) that set each key."""
+
+    traits = models.JSONField(default=dict, blank=True)
+    trait_times = models.JSONField(default=dict, blank=True, editable=False)
+
+    class Meta:
+        abstract = True
+
+
+class User(TraitsMixin):
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="users")
+    tracking_id = models.CharField(max_length=255)
+    # False for a user known only from events: a track arrived before any identify.
+    identified = models.BooleanField(default=False)
+    email = models.CharField(max_length=320, blank=True, default="")
+    first_seen_at = models.DateTimeField(null=True, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["product", "tracking_id"], name="user_unique_tracking_id"
+            )
+        ]
+        indexes = [models.Index(fields=["product", "email"], name="user_email_idx")]
+
+    def __str__(self) -> str:
+        return self.tracking_id
+
+
+class Account(TraitsMixin):
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="accounts")
+    tracking_id = models.CharField(max_length=255)
+    # False for an account known only from a link, an event's context or a license.
+    identified = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["product", "tracking_id"], name="account_unique_tracking_id"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.tracking_id
+
+
+class Membership(models.Model):
+    """A user's link to an account; `linked_at` is the latest message time that linked them."""
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="memberships")
+    linked_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "account"], name="membership_unique")
+        ]
+        indexes = [models.Index(fields=["user", "-linked_at"], name="membership_recent_idx")]
+
+
+class Event(models.Model):
+    """One tracked event: who, for which account, what and when. No properties, ever."""
+
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="events")
+    account = models.ForeignKey(
+        Account, on_delete=models.SET_NULL, null=True, blank=True, related_name="events"
+    )
+    name = models.CharField(max_length=255)
+    timestamp = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["product", "timestamp"], name="event_product_time_idx")]
+
+
+class EventRollup(models.Model):
+    """Daily count per (user, account, event name, day): what scoring reads.
+
+    `account_key` is the account id, or 0 for events without an account, so the unique key has no
+    NULL in it and an upsert can add to the count on every database.
+    """
+
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="rollups")
+    account = models.ForeignKey(
+        Account, on_delete=models.CASCADE, null=True, blank=True, related_name="rollups"
+    )
+    account_key = models.BigIntegerField(default=0)
+    event_name = models.CharField(max_length=255)
+    day = models.DateField()
+    count = models.PositiveIntegerField(default=0)
+    last_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "account_key", "event_name", "day"], name="rollup_unique_day"
+            ),
+            models.CheckConstraint(
+                condition=Q(account_key=0, account__isnull=True)
+                | Q(account_key=models.F("account_id")),
+                name="rollup_account_key_matches",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["product", "day"], name="rollup_product_day_idx"),
+            models.Index(fields=["account", "day"], name="rollup_account_day_idx"),
+        ]

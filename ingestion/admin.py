@@ -1,0 +1,53 @@
+from django.contrib import admin, messages
+from django.utils import timezone
+
+from ingestion.models import AcceptedRequest, DroppedRequest, IngestionKey
+
+
+@admin.register(IngestionKey)
+class IngestionKeyAdmin(admin.ModelAdmin):
+    list_display = ["key", "product", "label", "created_at", "revoked_at"]
+    list_filter = ["product", ("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["label", "product__name"]
+    readonly_fields = ["key", "created_at", "revoked_at"]
+    fields = ["product", "label", "key", "created_at", "revoked_at"]
+    actions = ["revoke"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields + (["product"] if obj else [])
+
+    @admin.action(description="Revoke selected keys (requests sent with them are dropped)")
+    def revoke(self, request, queryset):
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)
+
+
+@admin.register(DroppedRequest)
+class DroppedRequestAdmin(admin.ModelAdmin):
+    """Every request answered and then not applied, with its reason. Read-only."""
+
+    list_display = ["dropped_at", "reason", "endpoint", "product", "message_count", "detail"]
+    list_filter = ["reason", "endpoint", "product"]
+    date_hierarchy = "dropped_at"
+    search_fields = ["detail"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(AcceptedRequest)
+class AcceptedRequestAdmin(admin.ModelAdmin):
+    """The backlog: accepted requests a worker has not applied yet. Read-only."""
+
+    list_display = ["id", "received_at", "endpoint"]
+    list_filter = ["endpoint"]
+    exclude = ["key_digest"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

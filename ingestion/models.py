@@ -1,0 +1,79 @@
+"""Ingestion keys, the durable acceptance store, and the record of every dropped request."""
+
+import secrets
+
+from django.db import models
+
+from engagement.models import Product
+from ingestion.core import digest_key
+
+
+def generate_ingestion_key() -> str:
+    # URL-safe characters: '-' and '_' keep a raw key from ever parsing as strict base64.
+    return secrets.token_urlsafe(32)
+
+
+class IngestionKey(models.Model):
+    """One of a product's ingestion keys; several may be active so a key can be rotated."""
+
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="ingestion_keys")
+    label = models.CharField(max_length=100, blank=True, default="")
+    key = models.CharField(max_length=128, unique=True, default=generate_ingestion_key)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def save(self, *args, **kwargs) -> None:
+        self.digest = digest_key(self.key)
+        super().save(*args, **kwargs)
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def __str__(self) -> str:
+        return f"{self.key[:6]}… ({self.product})"
+
+
+class AcceptedRequest(models.Model):
+    """A request answered 202, stored durably until a worker has applied it, then deleted.
+
+    `messages` holds only the validated fields the service uses (never properties, context or IPs).
+    """
+
+    received_at = models.DateTimeField()
+    endpoint = models.CharField(max_length=32)
+    key_digest = models.CharField(max_length=64)
+    messages = models.JSONField()
+
+    class Meta:
+        indexes = [models.Index(fields=["received_at"], name="accepted_received_idx")]
+
+
+class DroppedRequest(models.Model):
+    """A request (or a batch item) that was answered and then not applied, with the reason."""
+
+    class Reason(models.TextChoices):
+        UNKNOWN_KEY = "unknown_key", "Unknown ingestion key"
+        REVOKED_KEY = "revoked_key", "Revoked ingestion key"
+        INVALID_MESSAGE = "invalid_message", "Invalid message"
+        UNSUPPORTED_TYPE = "unsupported_type", "Unsupported message type"
+        TIMESTAMP_IN_FUTURE = "timestamp_in_future", "Timestamp too far in the future"
+        APPLY_FAILED = "apply_failed", "Failed to apply"
+
+    product = models.ForeignKey(
+        Product, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    endpoint = models.CharField(max_length=32)
+    reason = models.CharField(max_length=32, choices=Reason.choices)
+    detail = models.CharField(max_length=500, blank=True, default="")
+    message_count = models.PositiveIntegerField(default=1)
+    received_at = models.DateTimeField()
+    dropped_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-dropped_at"]
+        indexes = [models.Index(fields=["product", "reason"], name="drop_product_reason_idx")]

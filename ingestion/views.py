@@ -1,0 +1,68 @@
+"""The DRF front door of ingestion: raw bytes to the acceptance core, then 202 or an error."""
+
+import time
+
+from django.conf import settings
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ingestion import core
+from ingestion.store import store_accepted
+
+
+def error_response(error: core.RequestError) -> Response:
+    response = Response(error.body(), status=error.status)
+    if error.retry_after is not None:
+        response["Retry-After"] = str(error.retry_after)
+    return response
+
+
+class IngestionView(APIView):
+    """POST one call: 202 with an empty body once it is stored durably."""
+
+    endpoint_name: str = ""
+    authentication_classes: list = []
+    permission_classes: list = []
+    parser_classes: list = []
+
+    def _content_too_large(self, request: Request) -> bool:
+        try:
+            return int(request.META.get("CONTENT_LENGTH") or 0) > settings.INGESTION_MAX_BODY_BYTES
+        except ValueError:
+            return False
+
+    @extend_schema(
+        request={"application/json": {"type": "object"}},
+        responses={
+            202: OpenApiResponse(description="Accepted and stored durably; empty body."),
+            400: OpenApiResponse(description="Not JSON, not an object, or a field breaks a rule."),
+            413: OpenApiResponse(description="Body larger than 32 KiB (after gunzip)."),
+            503: OpenApiResponse(description="Cannot be stored now; see Retry-After."),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        received_at = timezone.now()
+        try:
+            if self._content_too_large(request):
+                raise core.too_large(settings.INGESTION_MAX_BODY_BYTES)
+            accepted = core.accept_call(
+                self.endpoint_name,
+                request.body,
+                authorization=request.META.get("HTTP_AUTHORIZATION"),
+                content_encoding=request.META.get("HTTP_CONTENT_ENCODING"),
+                now_ms=int(time.time() * 1000),
+                max_bytes=settings.INGESTION_MAX_BODY_BYTES,
+            )
+            store_accepted([accepted], received_at=received_at)
+        except core.RequestError as error:
+            return error_response(error)
+        return Response(status=202)
+
+
+def ingestion_view(endpoint_name: str):
+    name = endpoint_name.replace("/", "_").title().replace("_", "")
+    view_class = type(f"{name}View", (IngestionView,), {"endpoint_name": endpoint_name})
+    return view_class.as_view()

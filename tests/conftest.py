@@ -1,0 +1,50 @@
+"""Named actors shared by every test: Acme (a product with a key and a token) and Globex."""
+
+from dataclasses import dataclass
+
+import pytest
+from rest_framework.test import APIClient
+
+from engagement.models import Product, Workspace
+from engagement.services import product_create
+from ingestion.models import IngestionKey
+from ingestion.services import ingestion_key_create
+from readapi.services import api_token_create
+
+
+@dataclass
+class Tenant:
+    product: Product
+    workspace: Workspace
+    key: IngestionKey
+    token: str
+
+    @property
+    def basic(self) -> str:
+        return f"Basic {self.key.key}"
+
+    @property
+    def bearer(self) -> str:
+        return f"Bearer {self.token}"
+
+
+def make_tenant(name: str) -> Tenant:
+    product, workspace = product_create(name=name)
+    key = ingestion_key_create(product_id=product.id, label=f"{name} key")
+    _, token = api_token_create(product_id=product.id, name=f"{name} token")
+    return Tenant(product=product, workspace=workspace, key=key, token=token)
+
+
+@pytest.fixture
+def acme(db) -> Tenant:
+    return make_tenant("Acme")
+
+
+@pytest.fixture
+def globex(db) -> Tenant:
+    return make_tenant("Globex")
+
+
+@pytest.fixture
+def api_client() -> APIClient:
+    return APIClient()
