@@ -27,11 +27,30 @@ class Workspace(models.Model):
     lookback_days = models.PositiveSmallIntegerField(
         choices=Lookback.choices, default=Lookback.THIRTY_DAYS
     )
+    # At most this many of one event per user per day count (None: no cap), so a loop or a bot
+    # cannot dominate a score.
+    daily_event_cap = models.PositiveIntegerField(null=True, blank=True)
+    # Only accounts whose traits match score here: {"trait": value, ...}, all must hold ({}: all).
+    account_filter = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return f"{self.product.name} / {self.name}"
+
+
+class EventWeight(models.Model):
+    """How much one event name counts in a workspace: 1-10, 0 excludes it; unlisted names: 1."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="weights")
+    event_name = models.CharField(max_length=255)
+    weight = models.PositiveSmallIntegerField(default=1)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "event_name"], name="weight_unique"),
+            models.CheckConstraint(condition=Q(weight__lte=10), name="weight_at_most_10"),
+        ]
 
 
 class TraitsMixin(models.Model):
@@ -148,4 +167,104 @@ class EventRollup(models.Model):
         indexes = [
             models.Index(fields=["product", "day"], name="rollup_product_day_idx"),
             models.Index(fields=["account", "day"], name="rollup_account_day_idx"),
+        ]
+
+
+class ScoreFields(models.Model):
+    """Precomputed metrics the read API serves; every input of the score is here."""
+
+    engagement_score = models.PositiveSmallIntegerField(default=0)  # 0-100
+    score_change = models.SmallIntegerField(default=0)  # now minus one lookback period earlier
+    raw_score = models.FloatField(default=0)  # sum of weights of events in the window
+    percentile_rank = models.FloatField(default=0)  # 0-100 within the workspace
+    active_days = models.PositiveSmallIntegerField(default=0)
+    events_in_window = models.PositiveIntegerField(default=0)
+    # Share (0-1) of the workspace's weighted event names used in the window.
+    adoption = models.FloatField(default=0)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    # [{"event": name, "count": n, "weight": w, "points": count * weight}]
+    score_breakdown = models.JSONField(default=list, blank=True)
+    computed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class UserScore(ScoreFields):
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="user_scores")
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="scores")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "user"], name="user_score_unique")
+        ]
+        indexes = [
+            models.Index(
+                fields=["workspace", "-engagement_score", "user"], name="user_score_rank_idx"
+            )
+        ]
+
+
+class AccountScore(ScoreFields):
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="account_scores"
+    )
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="scores")
+    active_users = models.PositiveIntegerField(default=0)
+    total_users = models.PositiveIntegerField(default=0)
+    active_user_share = models.FloatField(default=0)  # 0-1
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "account"], name="account_score_unique")
+        ]
+        indexes = [
+            models.Index(
+                fields=["workspace", "-engagement_score", "account"],
+                name="account_score_rank_idx",
+            )
+        ]
+
+
+class Segment(models.Model):
+    """Accounts or users of one workspace that meet every condition.
+
+    conditions: [{"field": "trait:plan" | "trait:am.status" | "metric:engagement_score",
+                  "operator": "equals" | "not_equals" | "contains" | "greater_than" | "less_than"
+                              | "is_set" | "is_not_set" | "within_last_days",
+                  "value": ...}]
+    """
+
+    class Target(models.TextChoices):
+        ACCOUNTS = "accounts", "Accounts"
+        USERS = "users", "Users"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="segments")
+    name = models.CharField(max_length=200)
+    target = models.CharField(max_length=16, choices=Target.choices, default=Target.ACCOUNTS)
+    conditions = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SegmentMember(models.Model):
+    """A current member and when it joined; exactly one of account and user is set."""
+
+    segment = models.ForeignKey(Segment, on_delete=models.CASCADE, related_name="members")
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, null=True, blank=True)
+    user = models.ForeignKey(User, on_delete=models.CASCADE, null=True, blank=True)
+    joined_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["segment", "account"], name="segment_account_unique"),
+            models.UniqueConstraint(fields=["segment", "user"], name="segment_user_unique"),
+            models.CheckConstraint(
+                condition=Q(account__isnull=False, user__isnull=True)
+                | Q(account__isnull=True, user__isnull=False),
+                name="segment_member_one_target",
+            ),
         ]
