@@ -152,6 +152,8 @@ class EventRollup(models.Model):
     day = models.DateField()
     count = models.PositiveIntegerField(default=0)
     last_at = models.DateTimeField()
+    # When a worker last added to this row: scoring refreshes what changed since its watermark.
+    updated_at = models.DateTimeField()
 
     class Meta:
         constraints = [
@@ -167,6 +169,7 @@ class EventRollup(models.Model):
         indexes = [
             models.Index(fields=["product", "day"], name="rollup_product_day_idx"),
             models.Index(fields=["account", "day"], name="rollup_account_day_idx"),
+            models.Index(fields=["product", "updated_at"], name="rollup_product_updated_idx"),
         ]
 
 

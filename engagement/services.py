@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from engagement.models import Account, Event, Membership, Product, User, Workspace
 
@@ -113,10 +114,11 @@ def _user_email(user: User) -> str:
 
 _ROLLUP_UPSERT = """
 INSERT INTO engagement_eventrollup
-    (product_id, user_id, account_id, account_key, event_name, day, count, last_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+    (product_id, user_id, account_id, account_key, event_name, day, count, last_at, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (user_id, account_key, event_name, day) DO UPDATE SET
     count = engagement_eventrollup.count + excluded.count,
+    updated_at = excluded.updated_at,
     last_at = CASE WHEN excluded.last_at > engagement_eventrollup.last_at
                    THEN excluded.last_at ELSE engagement_eventrollup.last_at END
 """
@@ -134,6 +136,7 @@ def _rollups_add(product_id: int, events: Sequence[Event]) -> None:
             if event.timestamp > entry[1]:
                 entry[1] = event.timestamp
     ops = connection.ops
+    updated_at = ops.adapt_datetimefield_value(timezone.now())
     rows = [
         (
             product_id,
@@ -144,6 +147,7 @@ def _rollups_add(product_id: int, events: Sequence[Event]) -> None:
             ops.adapt_datefield_value(day),
             count,
             ops.adapt_datetimefield_value(last_at),
+            updated_at,
         )
         for (user_id, account_key, name, day), (count, last_at) in sorted(
             totals.items(), key=lambda item: (item[0][0], item[0][1], item[0][2], str(item[0][3]))
