@@ -35,7 +35,7 @@ lint: $(BIN)/.installed ## ruff and Django's checks
 	$(BIN)/python manage.py check
 
 bench: $(BIN)/.installed ## Run the benchmarks under bench/ and print their figures
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py $(BENCH)
 
 migrate: $(BIN)/.installed ## Apply migrations to the configured database
 	$(BIN)/python manage.py migrate --noinput

@@ -324,6 +324,24 @@ def key_from_body(data: Mapping) -> str:
     return key.strip()
 
 
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Body limits (bytes, after gunzip): one call, and a batch of messages."""
+
+    single: int
+    batch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a front door does with a request the core accepted: store `accepted` durably, then
+    answer `status` with `body` (None: an empty body)."""
+
+    accepted: list[Accepted]
+    status: int = 202
+    body: dict | None = None
+
+
 def accept_call(
     endpoint_name: str,
     raw: bytes,
@@ -343,3 +361,25 @@ def accept_call(
         data = parse_json_object(read_body(raw, content_encoding, max_bytes))
     message = endpoint.validator(data, now_ms, endpoint.names)
     return Accepted(endpoint=endpoint.name, key_digest=digest_key(key), messages=[message])
+
+
+def accept(
+    endpoint_name: str,
+    raw: bytes,
+    *,
+    authorization: str | None,
+    content_encoding: str | None,
+    now_ms: int,
+    limits: Limits,
+) -> Outcome:
+    """The one entry point every front door calls: validate a request to `endpoint_name` (a key
+    of ENDPOINTS) and say what to store and how to answer; raise `RequestError` otherwise."""
+    accepted = accept_call(
+        endpoint_name,
+        raw,
+        authorization=authorization,
+        content_encoding=content_encoding,
+        now_ms=now_ms,
+        max_bytes=limits.single,
+    )
+    return Outcome(accepted=[accepted])

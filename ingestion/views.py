@@ -13,6 +13,12 @@ from ingestion import core
 from ingestion.store import store_accepted
 
 
+def ingestion_limits() -> core.Limits:
+    return core.Limits(
+        single=settings.INGESTION_MAX_BODY_BYTES, batch=settings.INGESTION_MAX_BATCH_BYTES
+    )
+
+
 def error_response(error: core.RequestError) -> Response:
     response = Response(error.body(), status=error.status)
     if error.retry_after is not None:
@@ -48,18 +54,19 @@ class IngestionView(APIView):
         try:
             if self._content_too_large(request):
                 raise core.too_large(settings.INGESTION_MAX_BODY_BYTES)
-            accepted = core.accept_call(
+            outcome = core.accept(
                 self.endpoint_name,
                 request.body,
                 authorization=request.META.get("HTTP_AUTHORIZATION"),
                 content_encoding=request.META.get("HTTP_CONTENT_ENCODING"),
                 now_ms=int(time.time() * 1000),
-                max_bytes=settings.INGESTION_MAX_BODY_BYTES,
+                limits=ingestion_limits(),
             )
-            store_accepted([accepted], received_at=received_at)
+            if outcome.accepted:
+                store_accepted(outcome.accepted, received_at=received_at)
         except core.RequestError as error:
             return error_response(error)
-        return Response(status=202)
+        return Response(outcome.body, status=outcome.status)
 
 
 def ingestion_view(endpoint_name: str):
