@@ -23,7 +23,6 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 run: $(BIN)/.installed ## Start web (127.0.0.1:$(PORT)), worker and scheduler on SQLite, print a demo key
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	$(BIN)/python manage.py demo_credentials --base-url http://127.0.0.1:$(PORT)
 	PATH=$(CURDIR)/$(BIN):$$PATH PORT=$(PORT) $(BIN)/honcho start -f Procfile
 
 test: $(BIN)/.installed ## Run the full test suite (real PostgreSQL and Redis)

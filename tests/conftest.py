@@ -1,5 +1,6 @@
 """Named actors shared by every test: Acme (a product with a key and a token) and Globex."""
 
+import json
 from dataclasses import dataclass
 
 import pytest
@@ -8,7 +9,7 @@ from rest_framework.test import APIClient
 from engagement.models import Product, Workspace
 from engagement.services import product_create
 from ingestion.models import IngestionKey
-from ingestion.services import ingestion_key_create
+from ingestion.services import accepted_requests_drain, ingestion_key_create
 from readapi.services import api_token_create
 
 
@@ -48,3 +49,27 @@ def globex(db) -> Tenant:
 @pytest.fixture
 def api_client() -> APIClient:
     return APIClient()
+
+
+@pytest.fixture
+def drain():
+    """Apply everything accepted so far, as a worker would."""
+
+    def run() -> int:
+        total = 0
+        while applied := accepted_requests_drain(limit=1000).requests:
+            total += applied
+        return total
+
+    return run
+
+
+@pytest.fixture
+def post_json(api_client):
+    def post(path: str, body, *, auth: str | None = None, **extra):
+        if auth is not None:
+            extra["HTTP_AUTHORIZATION"] = auth
+        data = body if isinstance(body, str | bytes) else json.dumps(body)
+        return api_client.generic("POST", path, data, content_type="application/json", **extra)
+
+    return post

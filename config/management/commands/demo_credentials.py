@@ -1,6 +1,9 @@
 import os
+import signal
+import time
+import urllib.request
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from engagement.models import Product
@@ -12,6 +15,20 @@ from readapi.services import api_token_create, api_token_revoke
 
 DEMO_PRODUCT = "Demo product"
 DEMO_TOKEN_NAME = "demo (make run)"  # noqa: S105 (a label)
+DEMO_EVENT = '{"userId": "usr_123", "event": "Report_Created", "context": {"groupId": "acme"}}'
+
+
+def _wait_until_healthy(url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (our own URL)
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise CommandError(f"{url} did not answer 200 within {timeout:.0f} s")
 
 
 class Command(BaseCommand):
@@ -22,9 +39,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--base-url", default=None, help="Where the service listens.")
+        parser.add_argument(
+            "--wait",
+            action="store_true",
+            help="Print only once BASE_URL/healthz answers 200, then stay running (for make run, "
+            "so the lines come after the services' start-up output and honcho keeps going).",
+        )
 
-    def handle(self, *args, base_url: str | None = None, **options):
+    def handle(self, *args, base_url: str | None = None, wait: bool = False, **options):
         base_url = base_url or f"http://127.0.0.1:{os.environ.get('PORT', '8000')}"
+        if wait:
+            _wait_until_healthy(f"{base_url}/healthz", timeout=120)
         with transaction.atomic():
             product = Product.objects.filter(name=DEMO_PRODUCT).order_by("id").first()
             if product is None:
@@ -40,18 +65,27 @@ class Command(BaseCommand):
                 api_token_revoke(token_id=old.id)
             _, token = api_token_create(product_id=product.id, name=DEMO_TOKEN_NAME)
             workspace = product.workspaces.order_by("id").first()
-        self.stdout.write(
-            f"""
-Demo product {product.id} (workspace {workspace.id})
-  ingestion key: {key.key}
-  API token:     {token}
-
-Send an event (answers 202):
-  curl -i -X POST {base_url}/v2/track -H 'Authorization: Basic {key.key}' \\
-    -H 'Content-Type: application/json' \\
-    -d '{{"userId": "usr_123", "event": "Report_Created", "context": {{"groupId": "acme"}}}}'
-
-Read accounts ranked by engagement:
-  curl -s '{base_url}/v2/accounts?workspace_id={workspace.id}' -H 'Authorization: Bearer {token}'
-"""
+        track = (
+            f"curl -i -X POST {base_url}/v2/track -H 'Authorization: Basic {key.key}' "
+            "-H 'Content-Type: application/json' "
+            "-d '" + DEMO_EVENT + "'"
         )
+        read = (
+            f"curl -s '{base_url}/v2/accounts?workspace_id={workspace.id}' "
+            f"-H 'Authorization: Bearer {token}'"
+        )
+        self.stdout.write(
+            f"Demo product {product.id} (workspace {workspace.id}) is ready at {base_url}\n"
+            f"ingestion key: {key.key}\n"
+            f"API token:     {token}\n"
+            "Send an event (answers 202):\n"
+            f"{track}\n"
+            "Read accounts ranked by engagement (scores refresh within a minute):\n"
+            f"{read}\n"
+            f"Admin: {base_url}/admin/ (create a login: .venv/bin/python manage.py "
+            "createsuperuser)   API docs: "
+            f"{base_url}/api/docs/\n"
+        )
+        self.stdout.flush()
+        if wait:
+            signal.pause()  # honcho stops every process when one exits; Ctrl-C ends this one
