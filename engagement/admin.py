@@ -8,6 +8,11 @@ class ProductAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "created_at"]
     search_fields = ["name"]
 
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change:  # a product starts with one workspace, however it is created
+            Workspace.objects.get_or_create(product=obj, defaults={"name": "Default"})
+
 
 @admin.register(Workspace)
 class WorkspaceAdmin(admin.ModelAdmin):
