@@ -1,0 +1,29 @@
+"""Django's own 404 and 500 pages, in the API's one error body for API paths."""
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
+
+from config.exceptions import error_body
+
+_API_PREFIXES = ("/v1/", "/v2/", "/segment", "/api/")
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith(_API_PREFIXES)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _is_api(request):
+        return JsonResponse(
+            error_body("not_found", f"There is no endpoint at {request.path}."), status=404
+        )
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if _is_api(request):
+        return JsonResponse(
+            error_body("server_error", "Something went wrong on our side; retry later."),
+            status=500,
+        )
+    return defaults.server_error(request)
