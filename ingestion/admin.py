@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from ingestion.models import AcceptedRequest, DroppedRequest, IngestionKey
+from ingestion.models import AcceptedRequest, DroppedRequest, IngestionKey, SeenMessage
 
 
 @admin.register(IngestionKey)
@@ -26,7 +26,15 @@ class IngestionKeyAdmin(admin.ModelAdmin):
 class DroppedRequestAdmin(admin.ModelAdmin):
     """Every request answered and then not applied, with its reason. Read-only."""
 
-    list_display = ["dropped_at", "reason", "endpoint", "product", "message_count", "detail"]
+    list_display = [
+        "dropped_at",
+        "reason",
+        "endpoint",
+        "product",
+        "message_count",
+        "item_index",
+        "detail",
+    ]
     list_filter = ["reason", "endpoint", "product"]
     date_hierarchy = "dropped_at"
     search_fields = ["detail"]
@@ -45,6 +53,22 @@ class AcceptedRequestAdmin(admin.ModelAdmin):
     list_display = ["id", "received_at", "endpoint"]
     list_filter = ["endpoint"]
     exclude = ["key_digest"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(SeenMessage)
+class SeenMessageAdmin(admin.ModelAdmin):
+    """Segment messageIds already applied, kept INGESTION_DEDUP_DAYS days. Read-only."""
+
+    list_display = ["message_id", "product", "seen_at"]
+    list_filter = ["product"]
+    search_fields = ["message_id"]
+    date_hierarchy = "seen_at"
 
     def has_add_permission(self, request):
         return False

@@ -76,16 +76,23 @@ def read_body(raw: bytes, content_encoding: str | None, limit: int) -> bytes:
             "unsupported_encoding",
             f"Content-Encoding {encoding!r} is not supported; use gzip.",
         )
-    decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    body = b""
+    remaining = raw
     try:
-        body = decompressor.decompress(raw, limit + 1)
-        if len(body) > limit or decompressor.unconsumed_tail:
-            raise too_large(limit)
-        body += decompressor.flush()
+        while remaining:  # a gzip stream may hold several members, one after another
+            decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            # Never ask for more output than the limit allows: a bomb stops here, unexpanded.
+            body += decompressor.decompress(remaining, limit + 1 - len(body))
+            if len(body) > limit or decompressor.unconsumed_tail:
+                raise too_large(limit)
+            body += decompressor.flush()
+            if len(body) > limit:
+                raise too_large(limit)
+            if not decompressor.eof:
+                raise RequestError(400, "invalid_gzip", "The gzip body is truncated.")
+            remaining = decompressor.unused_data
     except zlib.error as exc:
         raise RequestError(400, "invalid_gzip", "The body is not valid gzip.") from exc
-    if len(body) > limit:
-        raise too_large(limit)
     return body
 
 
@@ -287,12 +294,17 @@ V1_NAMES = {"userId": "user_id", "groupId": "group_id"}
 Validator = Callable[[Mapping, int, Mapping[str, str]], dict]
 
 
+# What an endpoint takes: one v1/v2 call, one Segment-spec message, or a Segment-SDK batch.
+CALL, SEGMENT, BATCH = "call", "segment", "batch"
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     name: str
-    validator: Validator
+    validator: Validator | None
     names: Mapping[str, str]
     key_in_body: bool
+    kind: str = CALL
 
 
 ENDPOINTS: dict[str, Endpoint] = {
@@ -302,6 +314,10 @@ ENDPOINTS: dict[str, Endpoint] = {
     "v1/users": Endpoint("v1/users", validate_identify, V1_NAMES, key_in_body=True),
     "v1/groups": Endpoint("v1/groups", validate_group, V1_NAMES, key_in_body=True),
     "v1/events": Endpoint("v1/events", validate_track, V1_NAMES, key_in_body=True),
+    # Segment-family clients: the key comes as Basic (either form) or as `writeKey` in the body.
+    "segment": Endpoint("segment", None, V2_NAMES, key_in_body=False, kind=SEGMENT),
+    "v1/batch": Endpoint("v1/batch", None, V2_NAMES, key_in_body=False, kind=BATCH),
+    "v1/import": Endpoint("v1/import", None, V2_NAMES, key_in_body=False, kind=BATCH),
 }
 
 
@@ -324,12 +340,25 @@ def key_from_body(data: Mapping) -> str:
     return key.strip()
 
 
+MAX_BATCH_ITEMS = 2500
+DEFAULT_CLOCK_SKEW_MS = 5000
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Body limits (bytes, after gunzip): one call, and a batch of messages."""
+    """Body limits (bytes, after gunzip): one call, and a batch of messages; the most items in
+    a batch; and how far a client's `sentAt` may be from our clock before it counts as skew
+    rather than network delay (milliseconds)."""
 
     single: int
     batch: int
+    max_batch_items: int = MAX_BATCH_ITEMS
+    clock_skew_ms: int = DEFAULT_CLOCK_SKEW_MS
+
+
+def body_limit(endpoint_name: str, limits: Limits) -> int:
+    """The body limit of an endpoint: the batch limit for batches, the single one otherwise."""
+    return limits.batch if ENDPOINTS[endpoint_name].kind == BATCH else limits.single
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +403,25 @@ def accept(
 ) -> Outcome:
     """The one entry point every front door calls: validate a request to `endpoint_name` (a key
     of ENDPOINTS) and say what to store and how to answer; raise `RequestError` otherwise."""
+    kind = ENDPOINTS[endpoint_name].kind
+    if kind == SEGMENT:
+        return accept_segment(
+            endpoint_name,
+            raw,
+            authorization=authorization,
+            content_encoding=content_encoding,
+            now_ms=now_ms,
+            limits=limits,
+        )
+    if kind == BATCH:
+        return accept_batch(
+            endpoint_name,
+            raw,
+            authorization=authorization,
+            content_encoding=content_encoding,
+            now_ms=now_ms,
+            limits=limits,
+        )
     accepted = accept_call(
         endpoint_name,
         raw,
@@ -383,3 +431,264 @@ def accept(
         max_bytes=limits.single,
     )
     return Outcome(accepted=[accepted])
+
+
+# --- Segment-format messages ---------------------------------------------------------------------
+# A Segment message that is well formed but cannot be applied (a type the service does not use, a
+# time too far ahead) is still accepted: it is stored as a drop marker, which carries no payload,
+# and the worker, which knows the product, records it as a DroppedRequest.
+
+SEGMENT_TYPES = frozenset({"identify", "group", "track", "page", "screen"})
+DROP = "drop"
+DROP_UNSUPPORTED_TYPE = "unsupported_type"
+DROP_TIMESTAMP_IN_FUTURE = "timestamp_in_future"
+DROP_INVALID_MESSAGE = "invalid_message"
+
+
+def drop_marker(reason: str, detail: str, *, index: int | None = None) -> dict:
+    marker: dict = {"type": DROP, "reason": reason, "detail": detail[:500]}
+    if index is not None:
+        marker["index"] = index
+    return marker
+
+
+def is_drop(message: Mapping) -> bool:
+    return message.get("type") == DROP
+
+
+def _segment_key(data: Mapping, authorization: str | None) -> str:
+    """The write key from `Basic` (either form), else from `writeKey` in the body. Without
+    one the answer is 401: retrying cannot fix it."""
+    error: RequestError | None = None
+    if authorization:
+        try:
+            return key_from_basic_header(authorization)
+        except RequestError as exc:
+            error = exc
+    write_key = data.get("writeKey")
+    if isinstance(write_key, str) and write_key.strip():
+        return write_key.strip()
+    if error is not None:
+        raise RequestError(401, error.code, error.message)
+    raise RequestError(
+        401,
+        "missing_authorization",
+        "Send the write key as 'Authorization: Basic base64(<KEY>:)' or as 'writeKey' in the body.",
+    )
+
+
+def _optional_ms(data: Mapping, name: str, errors: _Fields) -> int | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    try:
+        ms = parse_timestamp_ms(value)
+        datetime.fromtimestamp(ms / 1000, tz=UTC)  # in the range a database can store
+    except (ValueError, OverflowError, OSError):
+        errors.add(name, "Must be an ISO 8601 date-time or Unix milliseconds.")
+        return None
+    return ms
+
+
+def _segment_timestamp(
+    data: Mapping, *, now_ms: int, batch_sent_at: int | None, clock_skew_ms: int, errors: _Fields
+) -> int:
+    """The message time, corrected for client clock skew as Segment does:
+    timestamp = receivedAt - (sentAt - timestamp), where sentAt is the message's own, else the
+    batch's. Only a gap beyond `clock_skew_ms` counts as skew, so network delay does not shift
+    times. A message carrying `receivedAt` was already corrected by the pipeline that forwards
+    it (Segment, RudderStack), so it is taken as is."""
+    timestamp = _optional_ms(data, "timestamp", errors)
+    sent_at = _optional_ms(data, "sentAt", errors)
+    if timestamp is None:
+        return now_ms
+    if sent_at is None:
+        sent_at = batch_sent_at
+    if sent_at is None or data.get("receivedAt") is not None:
+        return timestamp
+    if abs(now_ms - sent_at) > clock_skew_ms:
+        return now_ms - (sent_at - timestamp)
+    return timestamp
+
+
+def _message_id(data: Mapping, errors: _Fields) -> str | None:
+    return _identifier(data, "messageId", errors, required=False)
+
+
+def _page_event(kind: str, data: Mapping, errors: _Fields) -> str | None:
+    """Page and screen calls become events `Viewed <name> Page` / `Viewed <name> Screen`."""
+    suffix = "Page" if kind == "page" else "Screen"
+    name = data.get("name")
+    if name is None or (isinstance(name, str) and not name.strip()):
+        return f"Viewed {suffix}"
+    if not isinstance(name, str):
+        errors.add("name", "Must be a string.")
+        return None
+    event = f"Viewed {name.strip()} {suffix}"
+    if len(event) > MAX_ID_LENGTH:
+        errors.add("name", f"Must be at most {MAX_ID_LENGTH - len(suffix) - 8} characters.")
+        return None
+    return event
+
+
+def _identify_traits(data: Mapping, errors: _Fields) -> dict | None:
+    """Identify traits: top-level `traits`, else `context.traits` (where RudderStack's SDKs put
+    them)."""
+    traits = _traits(data, "traits", errors)
+    if traits is None and "traits" not in errors.errors:
+        context = data.get("context")
+        if isinstance(context, dict) and isinstance(context.get("traits"), dict):
+            traits = context["traits"]
+    return traits
+
+
+def segment_message(
+    data: object, *, now_ms: int, batch_sent_at: int | None = None, clock_skew_ms: int
+) -> dict:
+    """Validate one Segment-spec message into what the service stores (the same shape as a v2
+    call, plus `messageId`), or a drop marker; raise `RequestError` for a message that breaks
+    the field rules. Every other Segment field is left behind."""
+    if not isinstance(data, dict):
+        raise RequestError(400, "invalid_message", "Each message must be a JSON object.")
+    errors = _Fields()
+    kind = data.get("type")
+    if not isinstance(kind, str) or not kind.strip():
+        errors.add("type", "This field is required: identify, group, track, page or screen.")
+        errors.raise_if_any()
+    kind = kind.strip().lower()
+    if kind not in SEGMENT_TYPES:
+        return drop_marker(DROP_UNSUPPORTED_TYPE, f"Message type {kind[:40]!r} is not supported.")
+    message_id = _message_id(data, errors)
+    ts = _segment_timestamp(
+        data,
+        now_ms=now_ms,
+        batch_sent_at=batch_sent_at,
+        clock_skew_ms=clock_skew_ms,
+        errors=errors,
+    )
+    if kind == "identify":
+        user_id = _identifier(data, "userId", errors, required=True)
+        group_id = _identifier(data, "groupId", errors, required=False)
+        values = {"userId": user_id, "groupId": group_id, "traits": _identify_traits(data, errors)}
+    elif kind == "group":
+        group_id = _identifier(data, "groupId", errors, required=True)
+        user_id = _identifier(data, "userId", errors, required=False)
+        values = {"groupId": group_id, "userId": user_id, "traits": _traits(data, "traits", errors)}
+    else:
+        user_id = _identifier(data, "userId", errors, required=True)
+        if kind == "track":
+            event = _identifier(data, "event", errors, required=True)
+        else:
+            event = _page_event(kind, data, errors)
+        group_id = _context_group_id(data, errors) or _identifier(
+            data, "groupId", errors, required=False
+        )
+        values = {"userId": user_id, "event": event, "groupId": group_id}
+        kind = "track"
+    errors.raise_if_any()
+    if ts > now_ms + MAX_FUTURE_MS:
+        return drop_marker(
+            DROP_TIMESTAMP_IN_FUTURE,
+            "The message time (after clock-skew correction) is more than 24 hours ahead.",
+        )
+    return _message(kind, ts, **values, messageId=message_id)
+
+
+def accept_segment(
+    endpoint_name: str,
+    raw: bytes,
+    *,
+    authorization: str | None,
+    content_encoding: str | None,
+    now_ms: int,
+    limits: Limits,
+) -> Outcome:
+    """POST /segment: one Segment-spec message, applied as the equivalent v2 call; 202."""
+    data = parse_json_object(read_body(raw, content_encoding, limits.single))
+    key = _segment_key(data, authorization)
+    message = segment_message(data, now_ms=now_ms, clock_skew_ms=limits.clock_skew_ms)
+    return Outcome(
+        accepted=[Accepted(endpoint=endpoint_name, key_digest=digest_key(key), messages=[message])]
+    )
+
+
+def _rejection(index: int, error: RequestError) -> dict:
+    rejected: dict = {"index": index, "code": error.code, "message": error.message}
+    if error.fields:
+        rejected["fields"] = error.fields
+    return rejected
+
+
+def _fields_summary(error: RequestError) -> str:
+    if not error.fields:
+        return error.message
+    return "; ".join(f"{name}: {' '.join(problems)}" for name, problems in error.fields.items())
+
+
+def accept_batch(
+    endpoint_name: str,
+    raw: bytes,
+    *,
+    authorization: str | None,
+    content_encoding: str | None,
+    now_ms: int,
+    limits: Limits,
+) -> Outcome:
+    """POST /v1/batch (and /v1/import): `{"batch": [...], "sentAt": ...}`. Answers 200
+    `{"success": true}` because Segment-family SDKs treat anything else as failure; items that
+    break the rules are left out, listed in `rejected` and recorded as drops. All items go into
+    one stored request, so the whole batch is one write."""
+    data = parse_json_object(read_body(raw, content_encoding, limits.batch))
+    key = _segment_key(data, authorization)
+    items = data.get("batch")
+    if not isinstance(items, list):
+        raise RequestError(
+            400,
+            "invalid_fields",
+            "The body must carry 'batch', a list of Segment messages.",
+            {
+                "batch": [
+                    "Must be a list of messages."
+                    if items is not None
+                    else "This field is required."
+                ]
+            },
+        )
+    if len(items) > limits.max_batch_items:
+        raise RequestError(
+            413,
+            "too_many_messages",
+            f"A batch holds at most {limits.max_batch_items} messages; send the rest in another.",
+        )
+    errors = _Fields()
+    batch_sent_at = _optional_ms(data, "sentAt", errors)
+    errors.raise_if_any()
+
+    messages: list[dict] = []
+    rejected: list[dict] = []
+    for index, item in enumerate(items):
+        try:
+            message = segment_message(
+                item,
+                now_ms=now_ms,
+                batch_sent_at=batch_sent_at,
+                clock_skew_ms=limits.clock_skew_ms,
+            )
+        except RequestError as error:
+            rejected.append(_rejection(index, error))
+            messages.append(drop_marker(DROP_INVALID_MESSAGE, _fields_summary(error), index=index))
+            continue
+        if is_drop(message):
+            message["index"] = index
+            rejected.append(
+                {"index": index, "code": message["reason"], "message": message["detail"]}
+            )
+        messages.append(message)
+
+    body: dict = {"success": True}
+    if rejected:
+        body["rejected"] = rejected
+    if not messages:
+        return Outcome(accepted=[], status=200, body=body)
+    accepted = Accepted(endpoint=endpoint_name, key_digest=digest_key(key), messages=messages)
+    return Outcome(accepted=[accepted], status=200, body=body)

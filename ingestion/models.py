@@ -71,9 +71,28 @@ class DroppedRequest(models.Model):
     reason = models.CharField(max_length=32, choices=Reason.choices)
     detail = models.CharField(max_length=500, blank=True, default="")
     message_count = models.PositiveIntegerField(default=1)
+    # For an item left out of a Segment-SDK batch: its position in the batch.
+    item_index = models.PositiveIntegerField(null=True, blank=True)
     received_at = models.DateTimeField()
     dropped_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-dropped_at"]
         indexes = [models.Index(fields=["product", "reason"], name="drop_product_reason_idx")]
+
+
+class SeenMessage(models.Model):
+    """A `messageId` already applied for a product, so a repeat (a retry after a timeout, the
+    same message through another endpoint) is applied once. Written in the same transaction as
+    the effect; purged after INGESTION_DEDUP_DAYS."""
+
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="+")
+    message_id = models.CharField(max_length=255)
+    seen_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["product", "message_id"], name="seen_message_unique_product_id"
+            )
+        ]

@@ -9,12 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import OperationalError, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from engagement import services as engagement_services
 from engagement.services import Message
-from ingestion.models import AcceptedRequest, DroppedRequest, IngestionKey
+from ingestion import core
+from ingestion.models import AcceptedRequest, DroppedRequest, IngestionKey, SeenMessage
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +54,86 @@ def _drop(row: AcceptedRequest, reason: str, *, product_id: int | None, detail: 
     )
 
 
+def _marker_drops(row: AcceptedRequest, product_id: int) -> list[DroppedRequest]:
+    """The items the acceptance core left out of a row (drop markers), as drops of one message."""
+    return [
+        DroppedRequest(
+            product_id=product_id,
+            endpoint=row.endpoint,
+            reason=marker["reason"],
+            detail=marker.get("detail", "")[:500],
+            message_count=1,
+            item_index=marker.get("index"),
+            received_at=row.received_at,
+        )
+        for marker in row.messages
+        if core.is_drop(marker)
+    ]
+
+
+_SEEN_CHUNK = 1000
+
+
+def seen_messages_claim(*, product_id: int, message_ids: Sequence[str]) -> set[str]:
+    """Record these messageIds as seen for the product; return the ones not seen before.
+
+    Must run inside the transaction that applies the messages: an id is claimed only if that
+    transaction commits. A concurrent transaction claiming the same id waits on the unique
+    index and then finds it taken, so two workers never both apply one message. Ids are
+    inserted in sorted order so two such transactions cannot deadlock.
+    """
+    claimed: set[str] = set()
+    if not message_ids:
+        return claimed
+    table = connection.ops.quote_name(SeenMessage._meta.db_table)
+    seen_at = connection.ops.adapt_datetimefield_value(timezone.now())
+    ordered = sorted(set(message_ids))
+    with connection.cursor() as cursor:
+        for start in range(0, len(ordered), _SEEN_CHUNK):
+            chunk = ordered[start : start + _SEEN_CHUNK]
+            values = ", ".join(["(%s, %s, %s)"] * len(chunk))
+            params: list = []
+            for message_id in chunk:
+                params.extend((product_id, message_id, seen_at))
+            cursor.execute(
+                f"INSERT INTO {table} (product_id, message_id, seen_at) VALUES {values} "  # noqa: S608
+                "ON CONFLICT (product_id, message_id) DO NOTHING RETURNING message_id",
+                params,
+            )
+            claimed.update(row[0] for row in cursor.fetchall())
+    return claimed
+
+
+def _unseen_messages(product_id: int, rows: Sequence[AcceptedRequest]) -> list[Message]:
+    """The rows' messages minus drop markers and repeats: a messageId seen earlier in these
+    rows, or in an earlier drain (claimed in this transaction, see seen_messages_claim)."""
+    candidates: list[dict] = []
+    ids: set[str] = set()
+    for row in rows:
+        for message in row.messages:
+            if core.is_drop(message):
+                continue
+            message_id = message.get("messageId")
+            if message_id is not None:
+                if message_id in ids:
+                    continue
+                ids.add(message_id)
+            candidates.append(message)
+    claimed = seen_messages_claim(product_id=product_id, message_ids=list(ids))
+    return [
+        _to_domain(message)
+        for message in candidates
+        if message.get("messageId") is None or message["messageId"] in claimed
+    ]
+
+
 def _apply_rows(product_id: int, rows: Sequence[AcceptedRequest]) -> list[DroppedRequest]:
     """Apply one product's rows together; if that fails, row by row, so one bad row is dropped
-    with its reason instead of holding the whole backlog back."""
-    messages = [_to_domain(m) for row in rows for m in row.messages]
+    with its reason instead of holding the whole backlog back. The seen messageIds are written
+    in the same transaction as the effect, so a failure never marks an id seen unapplied."""
     try:
         with transaction.atomic():
+            messages = _unseen_messages(product_id, rows)
             engagement_services.messages_apply(product_id=product_id, messages=messages)
         return []
     except OperationalError:
@@ -84,18 +159,46 @@ def _apply_rows(product_id: int, rows: Sequence[AcceptedRequest]) -> list[Droppe
 class DrainResult:
     requests: int
     dropped: int
+    # Whether this drain stopped at its limit, so more may be waiting.
+    more: bool = False
+
+
+_CLAIM_CHUNK = 100
+
+
+def _claim(limit: int) -> tuple[list[AcceptedRequest], bool]:
+    """Lock and load accepted requests in id order until they hold `limit` messages (at least
+    one request) or `limit` requests; say whether the limit was reached.
+
+    A Segment-SDK batch is one request of up to 2,500 messages, so counting requests alone could
+    pull millions of messages into one transaction. Rows are read through a cursor in chunks;
+    on PostgreSQL a FOR UPDATE cursor locks only the rows it has fetched, so stopping early
+    leaves the rest to other workers.
+    """
+    rows: list[AcceptedRequest] = []
+    messages = 0
+    query = AcceptedRequest.objects.select_for_update(skip_locked=True).order_by("id")[:limit]
+    cursor = query.iterator(chunk_size=_CLAIM_CHUNK)
+    try:
+        for row in cursor:
+            rows.append(row)
+            messages += len(row.messages)
+            if messages >= limit:
+                return rows, True
+    finally:
+        cursor.close()
+    return rows, len(rows) >= limit
 
 
 def accepted_requests_drain(*, limit: int) -> DrainResult:
-    """Claim up to `limit` accepted requests, apply them, and delete them, in one transaction.
+    """Claim accepted requests holding up to `limit` messages, apply them, and delete them, in
+    one transaction.
 
     Claimed rows are locked (SKIP LOCKED on PostgreSQL), so any number of workers can drain at
     once; a worker that dies mid-way leaves its rows unclaimed for the next drain.
     """
     with transaction.atomic():
-        rows = list(
-            AcceptedRequest.objects.select_for_update(skip_locked=True).order_by("id")[:limit]
-        )
+        rows, more = _claim(limit)
         if not rows:
             return DrainResult(0, 0)
         keys = {
@@ -125,13 +228,14 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
                     )
                 )
             else:
+                drops.extend(_marker_drops(row, key.product_id))
                 by_product[key.product_id].append(row)
         for product_id, product_rows in by_product.items():
             drops.extend(_apply_rows(product_id, product_rows))
         if drops:
             DroppedRequest.objects.bulk_create(drops)
         AcceptedRequest.objects.filter(id__in=[row.id for row in rows]).delete()
-    return DrainResult(len(rows), len(drops))
+    return DrainResult(len(rows), len(drops), more)
 
 
 def accepted_requests_drain_for(*, seconds: float, batch: int) -> tuple[DrainResult, bool]:
@@ -142,7 +246,7 @@ def accepted_requests_drain_for(*, seconds: float, batch: int) -> tuple[DrainRes
         result = accepted_requests_drain(limit=batch)
         requests += result.requests
         dropped += result.dropped
-        if result.requests < batch:
+        if not result.more:
             return DrainResult(requests, dropped), False
         if time.monotonic() >= deadline:
             return DrainResult(requests, dropped), True
@@ -151,4 +255,11 @@ def accepted_requests_drain_for(*, seconds: float, batch: int) -> tuple[DrainRes
 def drops_purge(*, older_than_days: int) -> int:
     cutoff = timezone.now() - timedelta(days=older_than_days)
     deleted, _ = DroppedRequest.objects.filter(dropped_at__lt=cutoff).delete()
+    return deleted
+
+
+def seen_messages_purge(*, older_than_days: int) -> int:
+    """Forget messageIds seen longer ago than the dedup window (INGESTION_DEDUP_DAYS)."""
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    deleted, _ = SeenMessage.objects.filter(seen_at__lt=cutoff).delete()
     return deleted

@@ -41,3 +41,9 @@ def sweep_accepted_requests() -> int:
 @shared_task(ignore_result=True)
 def purge_old_drops() -> int:
     return services.drops_purge(older_than_days=settings.INGESTION_DROP_RETENTION_DAYS)
+
+
+@shared_task(ignore_result=True)
+def purge_seen_messages() -> int:
+    """Periodic: forget messageIds older than the dedup window."""
+    return services.seen_messages_purge(older_than_days=settings.INGESTION_DEDUP_DAYS)
