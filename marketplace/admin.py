@@ -1,0 +1,278 @@
+"""The marketplace connection in the admin: connect, pick the app, sync now, test, disconnect.
+
+Who sees what: superusers see every connection; other staff need the permission "Can manage
+the marketplace connections of products granted to them" and a MarketplaceManager grant for the
+product. The API token is a write-only field: it is never rendered back.
+"""
+
+from datetime import timedelta
+
+from django import forms
+from django.contrib import admin, messages
+from django.utils import timezone
+from django.utils.html import format_html
+
+from engagement.models import Product
+from marketplace import selectors, services
+from marketplace.client import MarketplaceError
+from marketplace.models import MarketplaceConnection, MarketplaceManager, SyncRun
+
+_RUN_FIELDS = [
+    "started_at",
+    "finished_at",
+    "trigger",
+    "mode",
+    "last_updated_from",
+    "outcome",
+    "pages",
+    "licenses_seen",
+    "accounts_matched",
+    "accounts_created",
+    "skipped_without_cloud_id",
+    "error",
+]
+
+
+class ConnectionForm(forms.ModelForm):
+    """All four values on every save: email, API token, vendor ID and the app."""
+
+    api_token = forms.CharField(
+        label="API token",
+        widget=forms.PasswordInput(render_value=False),
+        strip=True,
+        help_text="Created in the marketplace account; stored encrypted and never shown again. "
+        "Enter it on every save (also to replace an expired token).",
+    )
+    app = forms.CharField(
+        label="App",
+        required=False,
+        help_text="The app's key or name. Leave empty and save to pick from the vendor's apps.",
+    )
+
+    class Meta:
+        model = MarketplaceConnection
+        fields = ["product", "email", "vendor_id"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["email"].required = True
+        self.fields["vendor_id"].required = True
+        self.fields[
+            "vendor_id"
+        ].help_text = "The number at the end of the vendor management page address."
+        self.resolved: services.ResolvedApp | None = None
+        if self.instance.pk and self.instance.marketplace_product_id and not self.is_bound:
+            self.initial["app"] = self.instance.marketplace_product_id
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            self.resolved = services.connection_details_check(
+                email=data["email"],
+                api_token=data["api_token"],
+                vendor_id=data["vendor_id"],
+                product_id=data.get("app", ""),
+                app_key="",
+            )
+        except services.ConnectionDetailsError as exc:
+            if exc.apps:
+                # Offer the vendor's apps as a list to pick from on the re-rendered form.
+                choices = [("", "---------")] + [
+                    (app.product_id, f"{app.app_name} ({app.app_key})") for app in exc.apps
+                ]
+                self.fields["app"].widget = forms.Select(choices=choices)
+            self.add_error(exc.field if exc.field in self.fields else None, exc.message)
+            self.add_error("api_token", "Enter the token again: it is never shown back.")
+        return data
+
+
+class SyncRunInline(admin.TabularInline):
+    model = SyncRun
+    extra = 0
+    max_num = 0
+    can_delete = False
+    fields = _RUN_FIELDS
+    readonly_fields = _RUN_FIELDS
+    ordering = ["-started_at"]
+    show_change_link = True
+    verbose_name_plural = "sync runs of the last 14 days (all under Marketplace > Sync runs)"
+
+    def get_queryset(self, request):
+        since = timezone.now() - timedelta(days=14)
+        return super().get_queryset(request).filter(started_at__gte=since)
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class ManagedProductAdminMixin:
+    """Only what the user may manage; superusers manage everything."""
+
+    def has_module_permission(self, request):
+        return selectors.products_manageable_by(user=request.user) != []
+
+    def _may(self, request, obj) -> bool:
+        allowed = selectors.products_manageable_by(user=request.user)
+        if allowed is None:
+            return True
+        if obj is None:
+            return bool(allowed)
+        product_id = obj.product_id if hasattr(obj, "product_id") else obj.connection.product_id
+        return product_id in allowed
+
+    def has_view_permission(self, request, obj=None):
+        return self._may(request, obj)
+
+
+@admin.register(MarketplaceConnection)
+class MarketplaceConnectionAdmin(ManagedProductAdminMixin, admin.ModelAdmin):
+    form = ConnectionForm
+    list_display = [
+        "product",
+        "app_name",
+        "state",
+        "last_success_at",
+        "last_error_short",
+        "schedule",
+    ]
+    list_filter = ["state"]
+    search_fields = ["product__name", "app_name", "email"]
+    readonly_fields = [
+        "state",
+        "app_name",
+        "marketplace_product_id",
+        "developer_id",
+        "last_success_at",
+        "last_error",
+        "last_error_at",
+        "full_sync_completed_at",
+        "schedule",
+        "created_at",
+    ]
+    inlines = [SyncRunInline]
+    actions = ["sync_now", "test_connection", "disconnect"]
+
+    def get_fields(self, request, obj=None):
+        editable = ["product", "email", "api_token", "vendor_id", "app"]
+        return editable + (self.readonly_fields if obj else [])
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields + (["product"] if obj else [])
+
+    def get_queryset(self, request):
+        return selectors.connections_for(user=request.user).select_related("periodic_task")
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "product":
+            allowed = selectors.products_manageable_by(user=request.user)
+            products = Product.objects.filter(marketplace_connection__isnull=True)
+            if allowed is not None:
+                products = products.filter(id__in=allowed)
+            kwargs["queryset"] = products
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def has_add_permission(self, request):
+        return self._may(request, None)
+
+    def has_change_permission(self, request, obj=None):
+        return self._may(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return self._may(request, obj)
+
+    def save_model(self, request, obj, form, change):
+        resolved = form.resolved
+        connection = services.connection_configure(
+            product_id=obj.product_id,
+            email=form.cleaned_data["email"],
+            api_token=form.cleaned_data["api_token"],
+            vendor_id=form.cleaned_data["vendor_id"],
+            developer_id=resolved.developer_id,
+            marketplace_product_id=resolved.product_id,
+            app_name=resolved.app_name,
+        )
+        obj.pk = connection.pk
+        obj.refresh_from_db()
+        self.message_user(
+            request,
+            f"Connected to {resolved.app_name}; the first full sync has started.",
+            messages.SUCCESS,
+        )
+
+    @admin.display(description="last error")
+    def last_error_short(self, obj):
+        if not obj.last_error:
+            return "-"
+        age = timezone.now() - obj.last_error_at if obj.last_error_at else None
+        when = f" ({int(age.total_seconds() // 60)} min ago)" if age else ""
+        return format_html("{}{}", obj.last_error[:120], when)
+
+    @admin.display(description="schedule")
+    def schedule(self, obj):
+        task = obj.periodic_task
+        if task is None:
+            return "none"
+        return f"every {services.SYNC_INTERVAL_HOURS} h" if task.enabled else "paused"
+
+    @admin.action(description="Sync now (all licenses)")
+    def sync_now(self, request, queryset):
+        for connection in queryset:
+            result = services.connection_sync_request(
+                connection_id=connection.id, trigger=SyncRun.Trigger.MANUAL
+            )
+            level = messages.SUCCESS if result.started else messages.WARNING
+            self.message_user(request, f"{connection.product}: {result.message}", level)
+
+    @admin.action(description="Test connection")
+    def test_connection(self, request, queryset):
+        for connection in queryset:
+            try:
+                message = services.connection_test(connection_id=connection.id)
+            except MarketplaceError as exc:
+                self.message_user(request, f"{connection.product}: {exc.message}", messages.ERROR)
+            else:
+                self.message_user(request, f"{connection.product}: {message}", messages.SUCCESS)
+
+    @admin.action(description="Disconnect (imported am. traits stay)")
+    def disconnect(self, request, queryset):
+        count = services.connections_disconnect(
+            connection_ids=list(queryset.values_list("id", flat=True))
+        )
+        self.message_user(
+            request, f"Disconnected {count} connection(s); future syncs stopped.", messages.SUCCESS
+        )
+
+
+@admin.register(SyncRun)
+class SyncRunAdmin(ManagedProductAdminMixin, admin.ModelAdmin):
+    """Every run, read-only."""
+
+    list_display = ["connection", *_RUN_FIELDS[:-1]]
+    list_filter = ["connection__product", "outcome", "trigger", "mode"]
+    readonly_fields = ["connection", *_RUN_FIELDS, "attempts", "retry_at"]
+    exclude = ["next_url"]
+
+    def get_queryset(self, request):
+        runs = super().get_queryset(request).select_related("connection__product")
+        allowed = selectors.products_manageable_by(user=request.user)
+        return runs if allowed is None else runs.filter(connection__product_id__in=allowed)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(MarketplaceManager)
+class MarketplaceManagerAdmin(admin.ModelAdmin):
+    """Grants: which staff may manage which product's connection (Django's model permissions
+    on this model decide who may grant; give them to administrators only)."""
+
+    list_display = ["user", "product", "created_at"]
+    list_filter = ["product"]

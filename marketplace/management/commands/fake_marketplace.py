@@ -1,0 +1,46 @@
+from django.core.management.base import BaseCommand
+
+from marketplace.fake import FakeMarketplace
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve a fake marketplace API (vendor lookup, app listing, license reporting) with "
+        "generated licenses, for trying the connection locally. Inject errors with "
+        "POST /_fake/inject?status=429&count=3&retry_after=1."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8765)
+        parser.add_argument("--licenses", type=int, default=500, help="Licenses to generate.")
+        parser.add_argument("--apps", type=int, default=3, help="Apps in the vendor's listing.")
+        parser.add_argument("--email", default="vendor@example.com")
+        parser.add_argument("--token", default="fake-token")
+        parser.add_argument("--vendor-id", default="12345")
+        parser.add_argument("--seed", type=int, default=7)
+
+    def handle(self, *args, **options):
+        fake = FakeMarketplace(
+            licenses=options["licenses"],
+            apps=options["apps"],
+            email=options["email"],
+            token=options["token"],
+            vendor_id=options["vendor_id"],
+            seed=options["seed"],
+        )
+        server = fake.serve(options["host"], options["port"])
+        app = fake.apps[0]
+        self.stdout.write(
+            f"Fake marketplace at {fake.base_url} (set MARKETPLACE_API_URL to it)\n"
+            f"  email {fake.email}  token {fake.token}  vendor ID {fake.vendor_id}\n"
+            f"  app {app['appName']} ({app['appKey']}), productId {app['productId']}, "
+            f"{len(fake.licenses)} licenses"
+        )
+        self.stdout.flush()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()

@@ -1,0 +1,60 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from engagement.models import Product
+from marketplace.services import (
+    ConnectionDetailsError,
+    connection_configure,
+    connection_details_check,
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Connect a product to a marketplace app (all four values; the token is stored encrypted "
+        "and never printed). Looks up the developer ID, finds the app in the vendor's listing, "
+        "makes the connection active and starts the first full sync."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--product", type=int, required=True, help="The service product id.")
+        parser.add_argument("--email", required=True, help="Marketplace account email.")
+        parser.add_argument("--token", required=True, help="Marketplace API token.")
+        parser.add_argument("--vendor-id", required=True, help="Numeric marketplace vendor ID.")
+        app = parser.add_mutually_exclusive_group(required=True)
+        app.add_argument("--app-key", default="", help="The app's key, e.g. com.example.app.")
+        app.add_argument("--app-name", default="", help="The app's name in the listing.")
+        app.add_argument("--product-id", default="", help="The app's marketplace productId.")
+
+    def handle(self, *args, **options):
+        product_id = options["product"]
+        if not Product.objects.filter(id=product_id).exists():
+            raise CommandError(f"No product {product_id}.")
+        try:
+            resolved = connection_details_check(
+                email=options["email"],
+                api_token=options["token"],
+                vendor_id=options["vendor_id"],
+                app_key=options["app_key"],
+                app_name=options["app_name"],
+                product_id=options["product_id"],
+            )
+        except ConnectionDetailsError as exc:
+            listing = "".join(
+                f"\n  {app.app_name} (key {app.app_key}, productId {app.product_id})"
+                for app in exc.apps
+            )
+            hint = f"\nThe vendor's apps:{listing}" if listing else ""
+            raise CommandError(exc.message + hint) from exc
+        connection = connection_configure(
+            product_id=product_id,
+            email=options["email"],
+            api_token=options["token"],
+            vendor_id=options["vendor_id"],
+            developer_id=resolved.developer_id,
+            marketplace_product_id=resolved.product_id,
+            app_name=resolved.app_name,
+        )
+        self.stdout.write(
+            f"Connected product {product_id} to {resolved.app_name} ({resolved.product_id}); "
+            f"state {connection.state}; the first sync has been queued."
+        )

@@ -1,0 +1,158 @@
+"""The marketplace connection of a product, who may manage it, its sync runs and license mirror."""
+
+from django.conf import settings
+from django.db import models
+from django_celery_beat.models import PeriodicTask
+from encrypted_fields.fields import EncryptedTextField
+
+from engagement.models import Product
+
+
+class MarketplaceConnection(models.Model):
+    """One product's link to one marketplace app. Plain settings beside an encrypted token.
+
+    The API token is stored encrypted, never shown again and never logged. `developer_id` is
+    looked up from the vendor ID; `marketplace_product_id` is the app's productId (a UUID).
+    """
+
+    class State(models.TextChoices):
+        NOT_CONFIGURED = "not_configured", "Not configured"
+        ACTIVE = "active", "Active"
+        REQUIRES_AUTHENTICATION = "requires_authentication", "Requires authentication"
+        DISCONNECTED = "disconnected", "Disconnected"
+
+    product = models.OneToOneField(
+        Product, on_delete=models.CASCADE, related_name="marketplace_connection"
+    )
+    email = models.EmailField("user name (email)", max_length=320, blank=True, default="")
+    api_token = EncryptedTextField(null=True, blank=True)  # the library stores "" as NULL
+    vendor_id = models.CharField("vendor ID", max_length=32, blank=True, default="")
+    developer_id = models.CharField("developer ID", max_length=64, blank=True, default="")
+    marketplace_product_id = models.CharField(
+        "marketplace product ID", max_length=64, blank=True, default=""
+    )
+    app_name = models.CharField(max_length=255, blank=True, default="")
+    state = models.CharField(max_length=32, choices=State.choices, default=State.NOT_CONFIGURED)
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    # Set when a full sync finished; cleared when details are saved, so the next sync is full.
+    full_sync_completed_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    # A lease, not a transaction-long lock: whoever holds it until `sync_lease_until` runs the
+    # sync; a crashed worker's lease simply expires.
+    sync_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    sync_lease_owner = models.CharField(max_length=64, blank=True, default="", editable=False)
+    periodic_task = models.OneToOneField(
+        PeriodicTask, on_delete=models.SET_NULL, null=True, blank=True, editable=False
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        permissions = [
+            (
+                "manage_marketplaceconnection",
+                "Can manage the marketplace connections of products granted to them",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.product.name}: {self.app_name or self.marketplace_product_id or '-'}"
+
+
+class MarketplaceManager(models.Model):
+    """A grant: this staff user may see and change this product's marketplace connection."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="marketplace_grants"
+    )
+    product = models.ForeignKey(
+        Product, on_delete=models.CASCADE, related_name="marketplace_managers"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "product"], name="marketplace_manager_unique")
+        ]
+        verbose_name = "marketplace connection manager"
+
+    def __str__(self) -> str:
+        return f"{self.user} manages {self.product}"
+
+
+class SyncRun(models.Model):
+    """One sync of one connection: what was asked, how far it got, what it found."""
+
+    class Trigger(models.TextChoices):
+        CONNECTED = "connected", "Details saved (first sync)"
+        SCHEDULED = "scheduled", "Schedule"
+        MANUAL = "manual", "Sync now"
+
+    class Mode(models.TextChoices):
+        FULL = "full", "All licenses"
+        UPDATED = "updated", "Licenses updated recently"
+
+    class Outcome(models.TextChoices):
+        RUNNING = "running", "Running"
+        RETRYING = "retrying", "Waiting to retry"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        UNAUTHORIZED = "unauthorized", "Stopped: requires authentication"
+        STOPPED = "stopped", "Stopped"
+
+    OPEN = (Outcome.RUNNING, Outcome.RETRYING)
+
+    connection = models.ForeignKey(
+        MarketplaceConnection, on_delete=models.CASCADE, related_name="runs"
+    )
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    mode = models.CharField(max_length=16, choices=Mode.choices)
+    last_updated_from = models.DateField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.RUNNING)
+    error = models.TextField(blank=True, default="")
+    pages = models.PositiveIntegerField(default=0)
+    licenses_seen = models.PositiveIntegerField(default=0)
+    accounts_matched = models.PositiveIntegerField(default=0)
+    accounts_created = models.PositiveIntegerField(default=0)
+    skipped_without_cloud_id = models.PositiveIntegerField(default=0)
+    # Where the run continues: the next page's URL (absolute, as built by the client).
+    next_url = models.TextField(blank=True, default="")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    retry_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["connection", "-started_at"], name="syncrun_recent_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.get_trigger_display()} run {self.started_at:%Y-%m-%d %H:%M} ({self.outcome})"
+
+
+class License(models.Model):
+    """The mapped traits of every license seen, per cloudId, to pick the winner among them.
+
+    Kept so that the choice among several licenses of one cloudId (active first, then the latest
+    maintenance end) holds across pages and across runs, whatever order licenses arrive in.
+    Holds only the `am.` trait values, never contact fields.
+    """
+
+    connection = models.ForeignKey(
+        MarketplaceConnection, on_delete=models.CASCADE, related_name="licenses"
+    )
+    cloud_id = models.CharField(max_length=255)
+    ref = models.CharField(max_length=200)
+    active = models.BooleanField()
+    maintenance_end = models.CharField(max_length=10, blank=True, default="")
+    last_updated = models.CharField(max_length=10, blank=True, default="")
+    traits = models.JSONField(default=dict)
+    last_run = models.ForeignKey(SyncRun, on_delete=models.SET_NULL, null=True, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["connection", "ref"], name="license_unique_ref")
+        ]
+        indexes = [models.Index(fields=["connection", "cloud_id"], name="license_cloud_idx")]

@@ -1,0 +1,78 @@
+"""Reads of the marketplace connection: who may manage what, and a connection's status."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from marketplace.models import MarketplaceConnection, MarketplaceManager, SyncRun
+
+MANAGE_PERMISSION = "marketplace.manage_marketplaceconnection"
+
+
+def products_manageable_by(*, user) -> list[int] | None:
+    """Ids of the products whose connection this user may manage; None means every product.
+
+    Superusers manage all. Other staff need the `manage_marketplaceconnection` permission and a
+    MarketplaceManager grant per product.
+    """
+    if not (user.is_active and user.is_staff):
+        return []
+    if user.is_superuser:
+        return None
+    if not user.has_perm(MANAGE_PERMISSION):
+        return []
+    return list(MarketplaceManager.objects.filter(user=user).values_list("product_id", flat=True))
+
+
+def connection_can_manage(*, user, product_id: int) -> bool:
+    allowed = products_manageable_by(user=user)
+    return allowed is None or product_id in allowed
+
+
+def connections_for(*, user) -> QuerySet[MarketplaceConnection]:
+    allowed = products_manageable_by(user=user)
+    connections = MarketplaceConnection.objects.select_related("product")
+    return connections if allowed is None else connections.filter(product_id__in=allowed)
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value else None
+
+
+def connection_status(*, product_id: int, runs: int = 10) -> dict:
+    """The connection's state, app, last success and error, and its latest runs."""
+    connection = MarketplaceConnection.objects.filter(product_id=product_id).first()
+    if connection is None:
+        return {"product_id": product_id, "state": MarketplaceConnection.State.NOT_CONFIGURED}
+    latest = SyncRun.objects.filter(connection=connection).order_by("-started_at", "-id")[:runs]
+    return {
+        "product_id": product_id,
+        "state": connection.state,
+        "email": connection.email,
+        "vendor_id": connection.vendor_id,
+        "developer_id": connection.developer_id,
+        "marketplace_product_id": connection.marketplace_product_id,
+        "app_name": connection.app_name,
+        "schedule_enabled": bool(connection.periodic_task and connection.periodic_task.enabled),
+        "last_success_at": _iso(connection.last_success_at),
+        "last_error": connection.last_error or None,
+        "last_error_at": _iso(connection.last_error_at),
+        "runs": [
+            {
+                "id": run.id,
+                "trigger": run.trigger,
+                "mode": run.mode,
+                "last_updated_from": _iso(run.last_updated_from),
+                "started_at": _iso(run.started_at),
+                "finished_at": _iso(run.finished_at),
+                "outcome": run.outcome,
+                "pages": run.pages,
+                "licenses_seen": run.licenses_seen,
+                "accounts_matched": run.accounts_matched,
+                "accounts_created": run.accounts_created,
+                "skipped_without_cloud_id": run.skipped_without_cloud_id,
+                "error": run.error or None,
+            }
+            for run in latest
+        ],
+    }

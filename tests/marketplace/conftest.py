@@ -1,0 +1,150 @@
+"""Marketplace actors: Vera, a vendor with one app, faked with `responses` or served over HTTP."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import responses
+
+from marketplace import services
+from marketplace.fake import FakeMarketplace
+from marketplace.models import MarketplaceConnection, SyncRun
+
+BASE = "https://marketplace.test"
+API = f"{BASE}/marketplace/rest/3"
+EMAIL = "vera@vendor.example"
+TOKEN = "vera-token-1"
+VENDOR_ID = "1212"
+DEVELOPER_ID = "d0d0d0d0-0000-4000-8000-000000000001"
+PRODUCT_ID = "acd011b1-1111-45bc-902a-247046a11111"
+LICENSES_URL = f"{API}/reporting/developer-space/{DEVELOPER_ID}/licenses"
+
+
+def cloud_license(cloud_id: str, **fields) -> dict:
+    """A cloud license with the documented fields; keyword arguments override or add."""
+    record = {
+        "appEntitlementId": f"ent-{cloud_id}",
+        "appEntitlementNumber": f"E-{cloud_id}",
+        "cloudId": cloud_id,
+        "cloudSiteHostname": f"{cloud_id}.atlassian.net",
+        "addonKey": "com.example.timesheets",
+        "productId": PRODUCT_ID,
+        "addonName": "Example Timesheets",
+        "hosting": "Cloud",
+        "appEdition": "Standard",
+        "lastUpdated": "2026-05-03",
+        "licenseType": "COMMERCIAL",
+        "maintenanceStartDate": "2026-04-12",
+        "maintenanceEndDate": "2026-05-12",
+        "status": "active",
+        "tier": "50 Users",
+        "contactDetails": {
+            "company": "Acme Corp",
+            "country": "Germany",
+            "region": "EMEA",
+            "technicalContact": {"email": "admin@acme.example", "name": "Ana Admin"},
+        },
+        "evaluationOpportunitySize": "50",
+        "daysToConvertEval": "2",
+        "evaluationStartDate": "2026-03-12",
+        "evaluationEndDate": "2026-04-10",
+        "evaluationSaleDate": "2026-04-12",
+        "parentProductName": "Jira",
+        "parentProductEdition": "Premium",
+        "parentProductBillingCycle": "MONTHLY",
+        "installedOnSandbox": "No",
+    }
+    record.update(fields)
+    return record
+
+
+def datacenter_license(number: int) -> dict:
+    return {
+        "addonLicenseId": str(number),
+        "licenseId": f"SEN-{number}",
+        "hosting": "Data Center",
+        "status": "active",
+        "productId": PRODUCT_ID,
+    }
+
+
+def license_page(licenses: list[dict], next_href: str | None = None, total: int | None = None):
+    body = {"_links": {"self": {"href": "/rest/3/reporting/..."}}, "licenses": licenses}
+    if next_href:
+        body["_links"]["next"] = {"href": next_href}
+    if total is not None:
+        body["totalCount"] = total
+    return body
+
+
+@pytest.fixture(autouse=True)
+def marketplace_base(settings):
+    settings.MARKETPLACE_API_URL = BASE
+
+
+@pytest.fixture
+def slept(monkeypatch) -> list[float]:
+    """Backoff delays the client asked for, instead of sleeping."""
+    delays: list[float] = []
+    monkeypatch.setattr(time, "sleep", delays.append)
+    return delays
+
+
+@pytest.fixture
+def mocked(slept):
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        yield rsps
+
+
+def mock_vendor(rsps, apps: list[dict] | None = None) -> None:
+    rsps.get(f"{API}/developer-space/vendor/{VENDOR_ID}", json={"developerId": DEVELOPER_ID})
+    items = apps or [
+        {
+            "productId": PRODUCT_ID,
+            "appKey": "com.example.timesheets",
+            "developerId": DEVELOPER_ID,
+            "appName": "Example Timesheets",
+        },
+        {
+            "productId": "other-product",
+            "appKey": "com.example.other",
+            "developerId": DEVELOPER_ID,
+            "appName": "Other App",
+        },
+    ]
+    rsps.get(
+        f"{API}/product-listing/developer-space/{DEVELOPER_ID}",
+        json={"links": {"self": "/rest/3/product-listing/..."}, "items": items},
+    )
+
+
+def connect(tenant, *, captured=None) -> MarketplaceConnection:
+    """Vera's valid details saved for this tenant's product (no HTTP: details already checked)."""
+    return services.connection_configure(
+        product_id=tenant.product.id,
+        email=EMAIL,
+        api_token=TOKEN,
+        vendor_id=VENDOR_ID,
+        developer_id=DEVELOPER_ID,
+        marketplace_product_id=PRODUCT_ID,
+        app_name="Example Timesheets",
+    )
+
+
+def run_until_done(run_id: int, *, max_steps: int = 20) -> SyncRun:
+    """Execute a run as the worker would, retrying at once instead of after the countdown."""
+    for _ in range(max_steps):
+        step = services.sync_run_execute(run_id=run_id)
+        if step.retry_in is None:
+            break
+    return SyncRun.objects.get(id=run_id)
+
+
+@pytest.fixture
+def fake_marketplace(settings):
+    """A fake marketplace served over real HTTP on a free local port."""
+    fake = FakeMarketplace(licenses=300, apps=60, email=EMAIL, token=TOKEN, vendor_id=VENDOR_ID)
+    settings.MARKETPLACE_API_URL = fake.start()
+    yield fake
+    fake.stop()
