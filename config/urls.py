@@ -9,5 +9,9 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("", include("readapi.urls")),
     path("", include("ingestion.urls")),
 ]
+
+handler404 = "config.errors.not_found"
+handler500 = "config.errors.server_error"

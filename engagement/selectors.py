@@ -1,0 +1,458 @@
+"""Reads of the engagement domain: what the read API serves, always scoped to one product.
+
+Scores are precomputed (UserScore, AccountScore). An account or user the scoring engine has not
+reached yet answers with zeros: it gets an unsaved score row whose fields are all defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Generic, TypeVar
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connection
+from django.db.models import Count, Exists, OuterRef, QuerySet, TextField
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Lower
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from engagement.models import (
+    Account,
+    AccountScore,
+    ScoreFields,
+    Segment,
+    SegmentMember,
+    User,
+    UserScore,
+    Workspace,
+)
+
+T = TypeVar("T")
+
+# Traits that carry when a user or an account was created, as recommended by the specification.
+CREATED_AT_TRAITS = ("createdAt", "created_at")
+USER_MATCH_TYPES = ("email", "tracking_id")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One window of an ordered result and the size of the whole result."""
+
+    items: list[T]
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceStats:
+    users: int
+    accounts: int
+
+
+# --- Workspaces -------------------------------------------------------------------------------
+
+
+def workspace_list_for_product(*, product_id: int) -> QuerySet[Workspace]:
+    return (
+        Workspace.objects.filter(product_id=product_id).prefetch_related("weights").order_by("id")
+    )
+
+
+def workspace_get_for_product(*, product_id: int, workspace_id: int) -> Workspace | None:
+    return Workspace.objects.filter(product_id=product_id, id=workspace_id).first()
+
+
+def workspace_default_for_product(*, product_id: int) -> Workspace | None:
+    """The product's first workspace: the one it was created with."""
+    return Workspace.objects.filter(product_id=product_id).order_by("id").first()
+
+
+def workspace_stats(*, workspace: Workspace) -> WorkspaceStats:
+    """How many users and accounts the workspace covers (what its lists page through)."""
+    return WorkspaceStats(users=_user_parts(workspace)[1], accounts=_account_parts(workspace)[2])
+
+
+# --- Accounts ---------------------------------------------------------------------------------
+
+
+def _accounts_in_workspace(workspace: Workspace) -> QuerySet[Account]:
+    """The product's accounts the workspace scores: all of them, or those its filter matches."""
+    accounts = Account.objects.filter(product_id=workspace.product_id)
+    for trait, value in (workspace.account_filter or {}).items():
+        accounts = accounts.filter(**{f"traits__{trait}": value})
+    return accounts
+
+
+def _unscored_accounts(workspace: Workspace) -> QuerySet[Account]:
+    scored = AccountScore.objects.filter(workspace_id=workspace.id, account_id=OuterRef("pk"))
+    return _accounts_in_workspace(workspace).filter(~Exists(scored))
+
+
+def _cached(key: str, workspace: Workspace, compute: Callable[[], T]) -> T:
+    """A whole-workspace figure (counts, rank bookmarks), cached READ_API_COUNTS_CACHE_SECONDS.
+
+    Counting 100,000 rows costs more than serving the page itself, and the scores behind a ranked
+    list refresh about once a minute anyway, so a figure a few seconds old is the better trade.
+    Saving the workspace (new settings) starts afresh.
+    """
+    seconds = getattr(settings, "READ_API_COUNTS_CACHE_SECONDS", 0)
+    if seconds <= 0:
+        return compute()
+    cache_key = f"eds:{key}:{workspace.id}:{workspace.updated_at.timestamp()}"
+    found = cache.get(cache_key)
+    if found is None:
+        found = compute()
+        cache.set(cache_key, found, seconds)
+    return found
+
+
+# A deep page starts from the nearest of these rank positions instead of walking the rank index
+# from the top: the rank key at every BOOKMARK_EVERY-th position is cached like the totals.
+BOOKMARK_EVERY = 1000
+
+_BOOKMARKS_SQL = """
+SELECT engagement_score, {target} FROM (
+    SELECT engagement_score, {target},
+           ROW_NUMBER() OVER (ORDER BY engagement_score DESC, {target}) - 1 AS position
+    FROM {table} WHERE workspace_id = %s
+) ranked
+WHERE position %% %s = 0
+ORDER BY position
+"""
+
+
+def _rank_bookmarks(model: type[ScoreFields], target: str, workspace: Workspace) -> list:
+    """[(score, target id)] at rank positions 0, BOOKMARK_EVERY, 2 * BOOKMARK_EVERY, ..."""
+
+    def compute() -> list[tuple[int, int]]:
+        # Table and column names come from the model, never from the request.
+        sql = _BOOKMARKS_SQL.format(target=target, table=model._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [workspace.id, BOOKMARK_EVERY])
+            return [tuple(row) for row in cursor.fetchall()]
+
+    return _cached(f"bookmarks:{model._meta.model_name}:{BOOKMARK_EVERY}", workspace, compute)
+
+
+def _ranked_window(
+    model: type[ScoreFields], target: str, workspace: Workspace, offset: int, limit: int
+) -> QuerySet | list[int]:
+    """The target ids (account_id or user_id) at rank positions [offset, offset + limit).
+
+    Near the top: a subquery walking the rank index (an index-only scan), run inside the query
+    that reads the rows. Deeper: from the nearest cached bookmark, two short index range scans
+    (the rest of the bookmark's score tie, by id; then the lower scores).
+    """
+    scores = model.objects.filter(workspace_id=workspace.id)
+    ranked = scores.order_by("-engagement_score", target)
+    if offset < BOOKMARK_EVERY or getattr(settings, "READ_API_COUNTS_CACHE_SECONDS", 0) <= 0:
+        return ranked.values(target)[offset : offset + limit]
+    bookmarks = _rank_bookmarks(model, target, workspace)
+    index = offset // BOOKMARK_EVERY
+    if index >= len(bookmarks):  # the ranking grew shorter since the bookmarks were taken
+        return ranked.values(target)[offset : offset + limit]
+    score, target_id = bookmarks[index]
+    skip = offset - index * BOOKMARK_EVERY
+    wanted = skip + limit
+    ids = list(
+        scores.filter(engagement_score=score, **{f"{target}__gte": target_id})
+        .order_by(target)
+        .values_list(target, flat=True)[:wanted]
+    )
+    if len(ids) < wanted:
+        ids += list(
+            scores.filter(engagement_score__lt=score)
+            .order_by("-engagement_score", target)
+            .values_list(target, flat=True)[: wanted - len(ids)]
+        )
+    return ids[skip:]
+
+
+def _account_parts(workspace: Workspace) -> tuple[int, int, int]:
+    """(scored, not yet scored, total) account counts of a workspace.
+
+    Without an account filter every product account belongs to the workspace, so the accounts not
+    scored yet are the difference of two cheap counts and the anti-join is skipped.
+    """
+
+    def count() -> tuple[int, int, int]:
+        scored = AccountScore.objects.filter(workspace_id=workspace.id).count()
+        if workspace.account_filter:
+            unscored = _unscored_accounts(workspace).count()
+        else:
+            product_total = Account.objects.filter(product_id=workspace.product_id).count()
+            unscored = max(product_total - scored, 0)
+        return scored, unscored, scored + unscored
+
+    return _cached("accounts", workspace, count)
+
+
+def account_list_ranked(*, workspace: Workspace, offset: int, limit: int) -> Page[AccountScore]:
+    """Accounts by engagement score (highest first, ties by id); not yet scored ones last, by id.
+
+    Each item is the account's score row with `.account` loaded (unsaved and all zeros when the
+    engine has not scored the account yet).
+    """
+    scored, unscored, total = _account_parts(workspace)
+    items: list[AccountScore] = []
+    if offset < scored:
+        window = _ranked_window(AccountScore, "account_id", workspace, offset, limit)
+        rows = AccountScore.objects.filter(
+            workspace_id=workspace.id, account_id__in=window
+        ).select_related("account")
+        items = sorted(rows, key=lambda row: (-row.engagement_score, row.account_id))
+    remaining = limit - len(items)
+    if remaining > 0 and unscored and offset + limit > scored:
+        start = max(offset - scored, 0)
+        accounts = _unscored_accounts(workspace).order_by("id")[start : start + remaining]
+        items += [_zero_account_score(workspace, account) for account in accounts]
+    return Page(items=items, total=total)
+
+
+def _zero_account_score(workspace: Workspace, account: Account) -> AccountScore:
+    return AccountScore(workspace=workspace, account=account)
+
+
+def account_get_for_product(*, product_id: int, account_id: int) -> Account | None:
+    return Account.objects.filter(product_id=product_id, id=account_id).first()
+
+
+def account_score_get(*, workspace: Workspace, account: Account) -> AccountScore:
+    """The account's score row in the workspace, or an unsaved row of zeros."""
+    row = AccountScore.objects.filter(workspace_id=workspace.id, account_id=account.id).first()
+    if row is None:
+        return _zero_account_score(workspace, account)
+    row.account = account
+    return row
+
+
+def account_find(
+    *, workspace: Workspace, match_type: str, match_value: str, offset: int, limit: int
+) -> Page[AccountScore]:
+    """Accounts of the workspace's product whose domain, name, tracking id or trait matches.
+
+    domain and name compare case-insensitively with the trait of that name; tracking_id exactly;
+    any other match_type is a trait name whose value (as text) must equal match_value.
+    """
+    accounts = Account.objects.filter(product_id=workspace.product_id)
+    if match_type == "tracking_id":
+        accounts = accounts.filter(tracking_id=match_value)
+    elif match_type in ("domain", "name"):
+        accounts = accounts.alias(matched=Lower(KT(f"traits__{match_type}"))).filter(
+            matched=match_value.strip().lower()
+        )
+    else:
+        # Cast to text so a number or boolean trait matches its text on every database.
+        trait = Cast(KT(f"traits__{match_type}"), output_field=TextField())
+        accounts = accounts.alias(matched=trait).filter(matched=match_value)
+    return _with_account_scores(workspace, accounts.order_by("id"), offset, limit)
+
+
+def account_get_page(*, workspace: Workspace, account_id: int) -> Page[AccountScore]:
+    """The one account with this id (a page of one, or empty), for the legacy lookup."""
+    accounts = Account.objects.filter(product_id=workspace.product_id, id=account_id)
+    return _with_account_scores(workspace, accounts, 0, 1)
+
+
+def _with_account_scores(
+    workspace: Workspace, accounts: QuerySet[Account], offset: int, limit: int
+) -> Page[AccountScore]:
+    total = accounts.count()
+    page = list(accounts[offset : offset + limit])
+    rows = {
+        row.account_id: row
+        for row in AccountScore.objects.filter(
+            workspace_id=workspace.id, account_id__in=[a.id for a in page]
+        )
+    }
+    items = []
+    for account in page:
+        row = rows.get(account.id) or _zero_account_score(workspace, account)
+        row.account = account
+        items.append(row)
+    return Page(items=items, total=total)
+
+
+# --- Users ------------------------------------------------------------------------------------
+
+
+def _user_parts(workspace: Workspace) -> tuple[int, int]:
+    """(scored, total) user counts of a workspace: every user of the product belongs to it."""
+
+    def count() -> tuple[int, int]:
+        scored = UserScore.objects.filter(workspace_id=workspace.id).count()
+        total = User.objects.filter(product_id=workspace.product_id).count()
+        return scored, max(total, scored)
+
+    return _cached("users", workspace, count)
+
+
+def _zero_user_score(workspace: Workspace, user: User) -> UserScore:
+    return UserScore(workspace=workspace, user=user)
+
+
+def user_list_ranked(*, workspace: Workspace, offset: int, limit: int) -> Page[UserScore]:
+    """Users by engagement score (highest first, ties by id); not yet scored ones last, by id."""
+    scored, total = _user_parts(workspace)
+    items: list[UserScore] = []
+    if offset < scored:
+        window = _ranked_window(UserScore, "user_id", workspace, offset, limit)
+        rows = UserScore.objects.filter(
+            workspace_id=workspace.id, user_id__in=window
+        ).select_related("user")
+        items = sorted(rows, key=lambda row: (-row.engagement_score, row.user_id))
+    remaining = limit - len(items)
+    if remaining > 0 and total > scored and offset + limit > scored:
+        start = max(offset - scored, 0)
+        has_score = UserScore.objects.filter(workspace_id=workspace.id, user_id=OuterRef("pk"))
+        users = (
+            User.objects.filter(product_id=workspace.product_id)
+            .filter(~Exists(has_score))
+            .order_by("id")[start : start + remaining]
+        )
+        items += [_zero_user_score(workspace, user) for user in users]
+    return Page(items=items, total=total)
+
+
+def user_get_by_match(
+    *, workspace: Workspace, match_type: str, match_value: str, offset: int, limit: int
+) -> Page[UserScore]:
+    """Users of the workspace's product with this email or tracking id (exact match)."""
+    users = User.objects.filter(product_id=workspace.product_id)
+    if match_type == "email":
+        users = users.filter(email=match_value)
+    else:
+        users = users.filter(tracking_id=match_value)
+    users = users.order_by("id")
+    total = users.count()
+    page = list(users[offset : offset + limit])
+    rows = {
+        row.user_id: row
+        for row in UserScore.objects.filter(
+            workspace_id=workspace.id, user_id__in=[u.id for u in page]
+        )
+    }
+    items = []
+    for user in page:
+        row = rows.get(user.id) or _zero_user_score(workspace, user)
+        row.user = user
+        items.append(row)
+    return Page(items=items, total=total)
+
+
+def user_get_for_product(*, product_id: int, user_id: int) -> User | None:
+    return User.objects.filter(product_id=product_id, id=user_id).first()
+
+
+def user_score_get(*, workspace: Workspace, user: User) -> UserScore:
+    """The user's score row in the workspace, or an unsaved row of zeros."""
+    row = UserScore.objects.filter(workspace_id=workspace.id, user_id=user.id).first()
+    if row is None:
+        return _zero_user_score(workspace, user)
+    row.user = user
+    return row
+
+
+# --- Segments ---------------------------------------------------------------------------------
+
+
+def segment_list_for_workspace(*, workspace: Workspace, offset: int, limit: int) -> Page[Segment]:
+    segments = Segment.objects.filter(workspace_id=workspace.id)
+    total = segments.count()
+    items = list(
+        segments.annotate(member_count=Count("members")).order_by("id")[offset : offset + limit]
+    )
+    return Page(items=items, total=total)
+
+
+def segment_get_for_product(*, product_id: int, segment_id: int) -> Segment | None:
+    return (
+        Segment.objects.filter(workspace__product_id=product_id, id=segment_id)
+        .select_related("workspace")
+        .annotate(member_count=Count("members"))
+        .first()
+    )
+
+
+def segment_member_list(*, segment: Segment, offset: int, limit: int) -> Page[SegmentMember]:
+    """Current members, most recently joined first (ties by member id)."""
+    members = SegmentMember.objects.filter(segment_id=segment.id)
+    total = members.count()
+    items = list(
+        members.select_related("account", "user").order_by("-joined_at", "id")[
+            offset : offset + limit
+        ]
+    )
+    return Page(items=items, total=total)
+
+
+def segment_memberships_by_target(
+    *,
+    workspace: Workspace,
+    account_ids: list[int] | None = None,
+    user_ids: list[int] | None = None,
+) -> dict[int, list[SegmentMember]]:
+    """The workspace's segments these accounts (or users) are in now, with when they joined,
+    keyed by account (or user) id: one query for a whole page."""
+    if account_ids is not None:
+        members = SegmentMember.objects.filter(account_id__in=account_ids)
+        key = "account_id"
+    else:
+        members = SegmentMember.objects.filter(user_id__in=user_ids or [])
+        key = "user_id"
+    found: dict[int, list[SegmentMember]] = {}
+    for member in (
+        members.filter(segment__workspace_id=workspace.id)
+        .select_related("segment")
+        .order_by("segment_id")
+    ):
+        found.setdefault(getattr(member, key), []).append(member)
+    return found
+
+
+# --- Derived metrics --------------------------------------------------------------------------
+
+
+def _parse_moment(value: object) -> datetime | None:
+    """A createdAt trait: ISO 8601 date or datetime, or Unix milliseconds."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        try:
+            return datetime.fromtimestamp(value / 1000, tz=timezone.get_current_timezone())
+        except (OverflowError, OSError, ValueError):
+            return None
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = parse_datetime(value)
+    except ValueError:
+        moment = None
+    if moment is None:
+        try:
+            day: date | None = parse_date(value)
+        except ValueError:
+            day = None
+        if day is None:
+            return None
+        moment = datetime(day.year, day.month, day.day)
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment, timezone.get_current_timezone())
+    return moment
+
+
+def tenure_days(*, traits: dict, first_seen: datetime | None, now: datetime | None = None) -> int:
+    """Whole days since the `createdAt` (or `created_at`) trait, else since first seen (>= 0)."""
+    started = None
+    for name in CREATED_AT_TRAITS:
+        if name in traits:
+            started = _parse_moment(traits[name])
+            if started is not None:
+                break
+    started = started or first_seen
+    if started is None:
+        return 0
+    return max(((now or timezone.now()) - started).days, 0)

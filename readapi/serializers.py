@@ -1,0 +1,415 @@
+"""Records of the read API (output) and the query parameters each endpoint accepts (input).
+
+Serializer context: `base` (the absolute root URL, for `_links`), `workspace` (the workspace the
+metrics belong to), `expand` (set of names) and `segments` ({account or user id: [SegmentMember]}).
+"""
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from engagement.models import Account, User
+from engagement.selectors import USER_MATCH_TYPES, tenure_days
+
+
+def _link(context: dict, path: str) -> str:
+    return f"{context['base']}{path}"
+
+
+# --- Shared pieces ----------------------------------------------------------------------------
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The one error body of every API."""
+
+    code = serializers.CharField()
+    message = serializers.CharField()
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()), required=False
+    )
+
+
+class BreakdownItemSerializer(serializers.Serializer):
+    event = serializers.CharField()
+    count = serializers.IntegerField()
+    weight = serializers.IntegerField()
+    points = serializers.FloatField()
+
+
+class EventWeightSerializer(serializers.Serializer):
+    event = serializers.CharField(source="event_name")
+    weight = serializers.IntegerField()
+
+
+class RecordLinksSerializer(serializers.Serializer):
+    self = serializers.URLField()
+    workspace = serializers.URLField(required=False)
+    accounts = serializers.URLField(required=False)
+    users = serializers.URLField(required=False)
+    segments = serializers.URLField(required=False)
+    members = serializers.URLField(required=False)
+
+
+class SegmentRefSerializer(serializers.Serializer):
+    """A segment an account or user is in, and since when."""
+
+    id = serializers.IntegerField(source="segment_id")
+    name = serializers.CharField(source="segment.name")
+    joined_at = serializers.DateTimeField()
+    _links = serializers.SerializerMethodField()
+
+    @extend_schema_field(RecordLinksSerializer)
+    def get__links(self, member) -> dict:
+        return {"self": _link(self.context, f"/v2/segments/{member.segment_id}")}
+
+
+# --- Workspaces -------------------------------------------------------------------------------
+
+
+class WorkspaceStatsSerializer(serializers.Serializer):
+    users = serializers.IntegerField()
+    accounts = serializers.IntegerField()
+
+
+class WorkspaceSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    lookback_days = serializers.IntegerField()
+    daily_event_cap = serializers.IntegerField(allow_null=True)
+    account_filter = serializers.DictField()
+    event_weights = EventWeightSerializer(source="weights.all", many=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    stats = serializers.SerializerMethodField(help_text="With expand=stats only.")
+    _links = serializers.SerializerMethodField()
+
+    @extend_schema_field(RecordLinksSerializer)
+    def get__links(self, workspace) -> dict:
+        query = f"?workspace_id={workspace.id}"
+        return {
+            "self": _link(self.context, f"/v2/workspaces/{workspace.id}"),
+            "accounts": _link(self.context, f"/v2/accounts{query}"),
+            "users": _link(self.context, f"/v2/users{query}"),
+            "segments": _link(self.context, f"/v2/segments{query}"),
+        }
+
+    @extend_schema_field(WorkspaceStatsSerializer)
+    def get_stats(self, workspace) -> dict:
+        stats = self.context["stats"]
+        return {"users": stats.users, "accounts": stats.accounts}
+
+    def to_representation(self, workspace) -> dict:
+        if self.context.get("stats") is None:
+            self.fields.pop("stats", None)
+        return super().to_representation(workspace)
+
+
+# --- Accounts and users -----------------------------------------------------------------------
+
+
+_datetime = serializers.DateTimeField()
+
+
+def _when(value) -> str | None:
+    return None if value is None else _datetime.to_representation(value)
+
+
+def _breakdown(items: list) -> list[dict]:
+    return [
+        {
+            "event": item.get("event"),
+            "count": item.get("count", 0),
+            "weight": item.get("weight", 0),
+            "points": float(item.get("points", 0)),
+        }
+        for item in items or []
+    ]
+
+
+class ScoredRecordSerializer(serializers.Serializer):
+    """The metrics accounts and users both carry; the instance is their score row.
+
+    Records are built directly (`to_representation`) rather than field by field: a page of 100
+    records is on every list request's hot path and DRF's per-field machinery costs more than the
+    queries behind it. The declared fields document the record for the OpenAPI schema, and a test
+    checks that both say the same.
+    """
+
+    workspace_id = serializers.IntegerField()
+    engagement_score = serializers.IntegerField(help_text="0-100 in this workspace.")
+    score_change = serializers.IntegerField(help_text="Now minus one lookback period earlier.")
+    previous_score = serializers.IntegerField(help_text="The score one lookback period earlier.")
+    percentile_rank = serializers.FloatField(help_text="0-100 within the workspace.")
+    raw_score = serializers.FloatField(help_text="Sum of event weights in the window.")
+    active_days = serializers.IntegerField()
+    adoption = serializers.FloatField(help_text="Share (0-1) of weighted event names used.")
+    events_in_window = serializers.IntegerField()
+    last_seen = serializers.DateTimeField(allow_null=True)
+    tenure_days = serializers.IntegerField(
+        help_text="Days since the createdAt trait, else since first seen."
+    )
+    score_breakdown = BreakdownItemSerializer(many=True)
+    scored_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the score was computed; null before the first scoring."
+    )
+    traits = serializers.DictField(required=False, help_text="With expand=traits only.")
+    segments = SegmentRefSerializer(many=True, required=False, help_text="expand=segments only.")
+    _links = RecordLinksSerializer()
+
+    kind = ""  # "accounts" or "users": the path of the record's own link
+
+    def subject(self, score):
+        raise NotImplementedError
+
+    def fallback_first_seen(self, subject):
+        raise NotImplementedError
+
+    def metrics(self, score) -> dict:
+        subject = self.subject(score)
+        scored = score.pk is not None
+        if scored and score.tenure_days is not None:
+            tenure = score.tenure_days  # the engine's figure when it stored one
+        else:
+            tenure = tenure_days(
+                traits=subject.traits, first_seen=self.fallback_first_seen(subject)
+            )
+        return {
+            "workspace_id": score.workspace_id,
+            "engagement_score": score.engagement_score,
+            "score_change": score.score_change,
+            "previous_score": score.previous_score,
+            "percentile_rank": score.percentile_rank,
+            "raw_score": score.raw_score,
+            "active_days": score.active_days,
+            "adoption": score.adoption,
+            "events_in_window": score.events_in_window,
+            "last_seen": _when(score.last_seen),
+            "tenure_days": tenure,
+            "score_breakdown": _breakdown(score.score_breakdown),
+            "scored_at": _when(score.computed_at) if scored else None,
+        }
+
+    def finish(self, data: dict, score) -> dict:
+        subject = self.subject(score)
+        expand = self.context.get("expand", ())
+        if "traits" in expand:
+            data["traits"] = subject.traits
+        if "segments" in expand:
+            members = self.context.get("segments", {}).get(subject.id, [])
+            data["segments"] = SegmentRefSerializer(members, many=True, context=self.context).data
+        base = self.context["base"]
+        data["_links"] = {
+            "self": f"{base}/v2/{self.kind}/{subject.id}?workspace_id={score.workspace_id}",
+            "workspace": f"{base}/v2/workspaces/{score.workspace_id}",
+        }
+        return data
+
+
+class AccountSerializer(ScoredRecordSerializer):
+    """An account and its metrics in one workspace (instance: an AccountScore with .account)."""
+
+    id = serializers.IntegerField()
+    tracking_id = serializers.CharField()
+    name = serializers.CharField(allow_null=True, help_text="The name trait, when a string.")
+    identified = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+    active_users = serializers.IntegerField()
+    total_users = serializers.IntegerField()
+    active_user_share = serializers.FloatField(help_text="Share (0-1) of users active.")
+
+    kind = "accounts"
+
+    def subject(self, score) -> Account:
+        return score.account
+
+    def fallback_first_seen(self, account: Account):
+        return account.created_at
+
+    def to_representation(self, score) -> dict:
+        account = score.account
+        name = account.traits.get("name")
+        data = {
+            "id": account.id,
+            "tracking_id": account.tracking_id,
+            "name": name if isinstance(name, str) else None,
+            "identified": account.identified,
+            "created_at": _when(account.created_at),
+            **self.metrics(score),
+            "active_users": score.active_users,
+            "total_users": score.total_users,
+            "active_user_share": score.active_user_share,
+        }
+        return self.finish(data, score)
+
+
+class UserSerializer(ScoredRecordSerializer):
+    """A user and their metrics in one workspace (instance: a UserScore with .user)."""
+
+    id = serializers.IntegerField()
+    tracking_id = serializers.CharField()
+    email = serializers.CharField()
+    identified = serializers.BooleanField()
+    first_seen = serializers.DateTimeField(allow_null=True)
+
+    kind = "users"
+
+    def subject(self, score) -> User:
+        return score.user
+
+    def fallback_first_seen(self, user: User):
+        return user.first_seen_at or user.created_at
+
+    def to_representation(self, score) -> dict:
+        user = score.user
+        data = {
+            "id": user.id,
+            "tracking_id": user.tracking_id,
+            "email": user.email,
+            "identified": user.identified,
+            "first_seen": _when(user.first_seen_at),
+            **self.metrics(score),
+        }
+        if data["last_seen"] is None:
+            # Not scored yet (or nothing in the window): the last event ever seen still tells.
+            data["last_seen"] = _when(user.last_seen_at)
+        return self.finish(data, score)
+
+
+# --- Segments ---------------------------------------------------------------------------------
+
+
+class SegmentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    target = serializers.ChoiceField(choices=["accounts", "users"])
+    workspace_id = serializers.IntegerField()
+    conditions = serializers.ListField(child=serializers.DictField())
+    member_count = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    _links = serializers.SerializerMethodField()
+
+    @extend_schema_field(RecordLinksSerializer)
+    def get__links(self, segment) -> dict:
+        return {
+            "self": _link(self.context, f"/v2/segments/{segment.id}"),
+            "members": _link(self.context, f"/v2/segments/{segment.id}/members"),
+            "workspace": _link(self.context, f"/v2/workspaces/{segment.workspace_id}"),
+        }
+
+
+class SegmentMemberSerializer(serializers.Serializer):
+    """A current member of a segment: an account or a user, and when it joined."""
+
+    id = serializers.SerializerMethodField(help_text="The account's or the user's id.")
+    type = serializers.SerializerMethodField()
+    tracking_id = serializers.SerializerMethodField()
+    joined_at = serializers.DateTimeField()
+    _links = serializers.SerializerMethodField()
+
+    def get_id(self, member) -> int:
+        return member.account_id or member.user_id
+
+    @extend_schema_field(serializers.ChoiceField(choices=["account", "user"]))
+    def get_type(self, member) -> str:
+        return "account" if member.account_id else "user"
+
+    def get_tracking_id(self, member) -> str:
+        return (member.account or member.user).tracking_id
+
+    @extend_schema_field(RecordLinksSerializer)
+    def get__links(self, member) -> dict:
+        kind = "accounts" if member.account_id else "users"
+        workspace_id = self.context["workspace"].id
+        target_id = member.account_id or member.user_id
+        return {
+            "self": _link(self.context, f"/v2/{kind}/{target_id}?workspace_id={workspace_id}"),
+            "workspace": _link(self.context, f"/v2/workspaces/{workspace_id}"),
+        }
+
+
+# --- Query parameters -------------------------------------------------------------------------
+
+
+class ExpandField(serializers.CharField):
+    """A comma-separated subset of `choices`, parsed into a set."""
+
+    def __init__(self, *, choices: tuple[str, ...], **kwargs) -> None:
+        self.choices = choices
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("help_text", f"Comma-separated: {', '.join(choices)}.")
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data) -> set[str]:
+        names = {name.strip() for name in super().to_internal_value(data).split(",")}
+        names.discard("")
+        unknown = sorted(names - set(self.choices))
+        if unknown:
+            raise serializers.ValidationError(
+                f"Unknown expand value(s): {', '.join(unknown)}; "
+                f"allowed: {', '.join(self.choices)}."
+            )
+        return names
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class IdField(serializers.IntegerField):
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", 2**63 - 1)
+        super().__init__(**kwargs)
+
+
+class WindowQuery(serializers.Serializer):
+    limit = serializers.IntegerField(
+        min_value=1, max_value=100, default=20, help_text="Page size, 1-100 (default 20)."
+    )
+    offset = serializers.IntegerField(
+        min_value=0, max_value=2**31 - 1, default=0, help_text="Records to skip (default 0)."
+    )
+
+
+class WorkspaceListQuery(WindowQuery):
+    pass
+
+
+class WorkspaceDetailQuery(serializers.Serializer):
+    expand = ExpandField(choices=("stats",))
+
+
+class WorkspaceScopedListQuery(WindowQuery):
+    workspace_id = IdField(help_text="The workspace (from GET /v2/workspaces).")
+
+
+class AccountListQuery(WorkspaceScopedListQuery):
+    expand = ExpandField(choices=("traits", "segments"))
+
+
+class RecordDetailQuery(serializers.Serializer):
+    workspace_id = IdField(
+        required=False, help_text="The workspace of the metrics (default: the product's first)."
+    )
+    expand = ExpandField(choices=("traits", "segments"))
+
+
+class UserListQuery(AccountListQuery):
+    match_type = serializers.ChoiceField(
+        choices=list(USER_MATCH_TYPES), required=False, help_text="Look a user up by this."
+    )
+    match_value = serializers.CharField(
+        required=False, max_length=320, help_text="The email or tracking id to look up."
+    )
+
+
+class SegmentMembersQuery(WindowQuery):
+    pass
+
+
+class V1AccountQuery(AccountListQuery):
+    id = IdField(required=False, help_text="The account's id.")
+    match_type = serializers.CharField(
+        required=False,
+        max_length=255,
+        help_text="domain, name, tracking_id or any trait name.",
+    )
+    match_value = serializers.CharField(required=False, max_length=1000)

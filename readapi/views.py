@@ -1,0 +1,341 @@
+"""The read API: thin views that parse parameters, call engagement selectors, serialise.
+
+Every view derives from ReadApiView, which owns authentication, throttling and tenant scoping:
+a view gets workspaces, accounts, users and segments only through its `scoped_*` methods, which
+always filter by the token's product, so an id of another product answers 404.
+"""
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.exceptions import ApiError
+from engagement import selectors
+from engagement.models import Account, Segment, User, Workspace
+from readapi import serializers as s
+from readapi.authentication import BearerTokenAuthentication, HasApiToken
+from readapi.pagination import Window, envelope_serializer, paginated_response
+from readapi.throttling import TokenRateThrottle
+
+ERRORS = {
+    400: OpenApiResponse(s.ErrorSerializer, description="A parameter is missing or not valid."),
+    401: OpenApiResponse(s.ErrorSerializer, description="No valid token (WWW-Authenticate)."),
+    404: OpenApiResponse(s.ErrorSerializer, description="Not found, or another product's."),
+    429: OpenApiResponse(s.ErrorSerializer, description="Throttled; see Retry-After."),
+}
+
+WorkspacePage = envelope_serializer(s.WorkspaceSerializer, "WorkspacePage")
+AccountPage = envelope_serializer(s.AccountSerializer, "AccountPage")
+UserPage = envelope_serializer(s.UserSerializer, "UserPage")
+SegmentPage = envelope_serializer(s.SegmentSerializer, "SegmentPage")
+SegmentMemberPage = envelope_serializer(s.SegmentMemberSerializer, "SegmentMemberPage")
+
+
+def not_found(what: str, ident: int) -> ApiError:
+    return ApiError(f"{what} {ident} was not found.", code="not_found", status_code=404)
+
+
+class ReadApiView(APIView):
+    """Base of every read API view: Bearer token, per-token throttle, the token's product only."""
+
+    authentication_classes = [BearerTokenAuthentication]
+    permission_classes = [HasApiToken]
+    throttle_classes = [TokenRateThrottle]
+
+    @property
+    def product_id(self) -> int:
+        return self.request.user.product_id
+
+    def params(self, serializer_class: type[serializers.Serializer]) -> dict:
+        """The query parameters, validated (400 with `fields` when not valid)."""
+        serializer = serializer_class(data=self.request.query_params)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+    def context(self, **extra) -> dict:
+        return {"base": self.request.build_absolute_uri("/").rstrip("/"), **extra}
+
+    def scoped_workspace(self, workspace_id: int) -> Workspace:
+        workspace = selectors.workspace_get_for_product(
+            product_id=self.product_id, workspace_id=workspace_id
+        )
+        if workspace is None:
+            raise not_found("Workspace", workspace_id)
+        return workspace
+
+    def scoped_workspace_or_default(self, workspace_id: int | None) -> Workspace:
+        if workspace_id is not None:
+            return self.scoped_workspace(workspace_id)
+        workspace = selectors.workspace_default_for_product(product_id=self.product_id)
+        if workspace is None:
+            raise ApiError("This product has no workspace.", code="not_found", status_code=404)
+        return workspace
+
+    def scoped_account(self, account_id: int) -> Account:
+        account = selectors.account_get_for_product(
+            product_id=self.product_id, account_id=account_id
+        )
+        if account is None:
+            raise not_found("Account", account_id)
+        return account
+
+    def scoped_user(self, user_id: int) -> User:
+        user = selectors.user_get_for_product(product_id=self.product_id, user_id=user_id)
+        if user is None:
+            raise not_found("User", user_id)
+        return user
+
+    def scoped_segment(self, segment_id: int) -> Segment:
+        segment = selectors.segment_get_for_product(
+            product_id=self.product_id, segment_id=segment_id
+        )
+        if segment is None:
+            raise not_found("Segment", segment_id)
+        return segment
+
+    def page(self, data: list, total: int, params: dict) -> Response:
+        window = Window(limit=params["limit"], offset=params["offset"])
+        return paginated_response(self.request, data=data, total=total, window=window)
+
+
+def _require_match_pair(params: dict) -> bool:
+    """True when a lookup was asked for; 400 missing_match_parameter when half of one was."""
+    has_type, has_value = "match_type" in params, "match_value" in params
+    if has_type != has_value:
+        missing = "match_value" if has_type else "match_type"
+        raise ApiError(
+            "match_type and match_value go together: give both, or neither.",
+            code="missing_match_parameter",
+            fields={missing: ["Required together with the other match parameter."]},
+        )
+    return has_type
+
+
+# --- Workspaces -------------------------------------------------------------------------------
+
+
+class WorkspaceListView(ReadApiView):
+    @extend_schema(
+        operation_id="workspaces_list",
+        summary="List the workspaces the token can read",
+        parameters=[s.WorkspaceListQuery],
+        responses={200: WorkspacePage, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        params = self.params(s.WorkspaceListQuery)
+        workspaces = selectors.workspace_list_for_product(product_id=self.product_id)
+        total = workspaces.count()
+        page = workspaces[params["offset"] : params["offset"] + params["limit"]]
+        data = s.WorkspaceSerializer(page, many=True, context=self.context()).data
+        return self.page(data, total, params)
+
+
+class WorkspaceDetailView(ReadApiView):
+    @extend_schema(
+        operation_id="workspaces_retrieve",
+        summary="Retrieve one workspace (expand=stats adds user and account counts)",
+        parameters=[s.WorkspaceDetailQuery],
+        responses={200: s.WorkspaceSerializer, **ERRORS},
+    )
+    def get(self, request: Request, workspace_id: int) -> Response:
+        params = self.params(s.WorkspaceDetailQuery)
+        workspace = self.scoped_workspace(workspace_id)
+        stats = None
+        if "stats" in params.get("expand", ()):
+            stats = selectors.workspace_stats(workspace=workspace)
+        return Response(s.WorkspaceSerializer(workspace, context=self.context(stats=stats)).data)
+
+
+# --- Accounts ---------------------------------------------------------------------------------
+
+
+class AccountPageMixin:
+    def account_page(self, workspace: Workspace, page, params: dict) -> Response:
+        expand = params.get("expand", set())
+        segments = {}
+        if "segments" in expand:
+            segments = selectors.segment_memberships_by_target(
+                workspace=workspace, account_ids=[row.account_id for row in page.items]
+            )
+        context = self.context(workspace=workspace, expand=expand, segments=segments)
+        data = s.AccountSerializer(page.items, many=True, context=context).data
+        return self.page(data, page.total, params)
+
+
+class AccountListView(AccountPageMixin, ReadApiView):
+    @extend_schema(
+        operation_id="accounts_list",
+        summary="List a workspace's accounts, ranked by engagement score (ties by id)",
+        parameters=[s.AccountListQuery],
+        responses={200: AccountPage, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        params = self.params(s.AccountListQuery)
+        workspace = self.scoped_workspace(params["workspace_id"])
+        page = selectors.account_list_ranked(
+            workspace=workspace, offset=params["offset"], limit=params["limit"]
+        )
+        return self.account_page(workspace, page, params)
+
+
+class AccountDetailView(ReadApiView):
+    @extend_schema(
+        operation_id="accounts_retrieve",
+        summary="Retrieve one account with its full metric set",
+        parameters=[s.RecordDetailQuery],
+        responses={200: s.AccountSerializer, **ERRORS},
+    )
+    def get(self, request: Request, account_id: int) -> Response:
+        params = self.params(s.RecordDetailQuery)
+        account = self.scoped_account(account_id)
+        workspace = self.scoped_workspace_or_default(params.get("workspace_id"))
+        score = selectors.account_score_get(workspace=workspace, account=account)
+        expand = params.get("expand", set())
+        segments = {}
+        if "segments" in expand:
+            segments = selectors.segment_memberships_by_target(
+                workspace=workspace, account_ids=[account.id]
+            )
+        context = self.context(workspace=workspace, expand=expand, segments=segments)
+        return Response(s.AccountSerializer(score, context=context).data)
+
+
+class LegacyAccountLookupView(AccountPageMixin, ReadApiView):
+    @extend_schema(
+        operation_id="v1_accounts_lookup",
+        summary="Legacy lookup of accounts by id, or by domain, name, tracking id or any trait",
+        parameters=[s.V1AccountQuery],
+        responses={200: AccountPage, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        params = self.params(s.V1AccountQuery)
+        by_match = _require_match_pair(params)
+        if by_match == ("id" in params):
+            raise ApiError(
+                "Give either id, or match_type and match_value.",
+                code="missing_match_parameter" if not by_match else "invalid_parameters",
+                fields={"id": ["Give id, or match_type with match_value (not both)."]},
+            )
+        workspace = self.scoped_workspace(params["workspace_id"])
+        if by_match:
+            page = selectors.account_find(
+                workspace=workspace,
+                match_type=params["match_type"],
+                match_value=params["match_value"],
+                offset=params["offset"],
+                limit=params["limit"],
+            )
+        else:
+            page = selectors.account_get_page(workspace=workspace, account_id=params["id"])
+            if not page.items:
+                raise not_found("Account", params["id"])
+        return self.account_page(workspace, page, params)
+
+
+# --- Users ------------------------------------------------------------------------------------
+
+
+class UserListView(ReadApiView):
+    @extend_schema(
+        operation_id="users_list",
+        summary="List a workspace's users by engagement score, or look users up by email or "
+        "tracking id",
+        parameters=[s.UserListQuery],
+        responses={200: UserPage, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        params = self.params(s.UserListQuery)
+        by_match = _require_match_pair(params)
+        workspace = self.scoped_workspace(params["workspace_id"])
+        window = {"offset": params["offset"], "limit": params["limit"]}
+        if by_match:
+            page = selectors.user_get_by_match(
+                workspace=workspace,
+                match_type=params["match_type"],
+                match_value=params["match_value"],
+                **window,
+            )
+        else:
+            page = selectors.user_list_ranked(workspace=workspace, **window)
+        expand = params.get("expand", set())
+        segments = {}
+        if "segments" in expand:
+            segments = selectors.segment_memberships_by_target(
+                workspace=workspace, user_ids=[row.user_id for row in page.items]
+            )
+        context = self.context(workspace=workspace, expand=expand, segments=segments)
+        data = s.UserSerializer(page.items, many=True, context=context).data
+        return self.page(data, page.total, params)
+
+
+class UserDetailView(ReadApiView):
+    @extend_schema(
+        operation_id="users_retrieve",
+        summary="Retrieve one user with their full metric set",
+        parameters=[s.RecordDetailQuery],
+        responses={200: s.UserSerializer, **ERRORS},
+    )
+    def get(self, request: Request, user_id: int) -> Response:
+        params = self.params(s.RecordDetailQuery)
+        user = self.scoped_user(user_id)
+        workspace = self.scoped_workspace_or_default(params.get("workspace_id"))
+        score = selectors.user_score_get(workspace=workspace, user=user)
+        expand = params.get("expand", set())
+        segments = {}
+        if "segments" in expand:
+            segments = selectors.segment_memberships_by_target(
+                workspace=workspace, user_ids=[user.id]
+            )
+        context = self.context(workspace=workspace, expand=expand, segments=segments)
+        return Response(s.UserSerializer(score, context=context).data)
+
+
+# --- Segments ---------------------------------------------------------------------------------
+
+
+class SegmentListView(ReadApiView):
+    @extend_schema(
+        operation_id="segments_list",
+        summary="List a workspace's segments",
+        parameters=[s.WorkspaceScopedListQuery],
+        responses={200: SegmentPage, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        params = self.params(s.WorkspaceScopedListQuery)
+        workspace = self.scoped_workspace(params["workspace_id"])
+        page = selectors.segment_list_for_workspace(
+            workspace=workspace, offset=params["offset"], limit=params["limit"]
+        )
+        data = s.SegmentSerializer(page.items, many=True, context=self.context()).data
+        return self.page(data, page.total, params)
+
+
+class SegmentDetailView(ReadApiView):
+    @extend_schema(
+        operation_id="segments_retrieve",
+        summary="Retrieve one segment",
+        responses={200: s.SegmentSerializer, **ERRORS},
+    )
+    def get(self, request: Request, segment_id: int) -> Response:
+        segment = self.scoped_segment(segment_id)
+        return Response(s.SegmentSerializer(segment, context=self.context()).data)
+
+
+class SegmentMemberListView(ReadApiView):
+    @extend_schema(
+        operation_id="segments_members_list",
+        summary="List a segment's current members with when they joined (latest first)",
+        parameters=[s.SegmentMembersQuery],
+        responses={200: SegmentMemberPage, **ERRORS},
+    )
+    def get(self, request: Request, segment_id: int) -> Response:
+        params = self.params(s.SegmentMembersQuery)
+        segment = self.scoped_segment(segment_id)
+        page = selectors.segment_member_list(
+            segment=segment, offset=params["offset"], limit=params["limit"]
+        )
+        context = self.context(workspace=segment.workspace)
+        data = s.SegmentMemberSerializer(page.items, many=True, context=context).data
+        return self.page(data, page.total, params)
