@@ -1,0 +1,173 @@
+"""Set-based writes for the apply path: one statement for many rows, never one per row.
+
+Django's bulk_update builds a CASE expression per row and field, and per-value adaptation of a
+many-row VALUES list costs more than the database's own work; together they were most of the
+worker's time. Here rows reach the database as a subquery with columns c0, c1, ...:
+- PostgreSQL: `unnest()` over one typed array per column, so a statement of any size is parsed
+  once and psycopg adapts the values in C;
+- SQLite (the embedded mode): a multi-row VALUES list with each value adapted by its field.
+The statements around that subquery are the same SQL on both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+
+from django.db import connection, models
+
+# Rows per statement. PostgreSQL takes arrays of any length; SQLite binds at most 32,766 values.
+_PG_ROWS = 50_000
+_SQLITE_ROWS = 500
+
+
+def _fields(model: type[models.Model], columns: Sequence[str]) -> list[models.Field]:
+    return [model._meta.get_field(name) for name in columns]
+
+
+def _chunks(rows: Sequence, size: int) -> Iterable[Sequence]:
+    for start in range(0, len(rows), size):
+        yield rows[start : start + size]
+
+
+def _pg_source(fields: list[models.Field], rows: Sequence[Sequence]) -> tuple[str, list]:
+    arrays: list[list] = [[] for _ in fields]
+    json_columns = [index for index, f in enumerate(fields) if isinstance(f, models.JSONField)]
+    for row in rows:
+        for index, value in enumerate(row):
+            arrays[index].append(value)
+    for index in json_columns:  # JSON travels as text and is cast in SQL
+        arrays[index] = [None if v is None else json.dumps(v) for v in arrays[index]]
+    casts = ", ".join(
+        "%s::text[]::jsonb[]"
+        if isinstance(f, models.JSONField)
+        else f"%s::{f.db_type(connection)}[]"
+        for f in fields
+    )
+    names = ", ".join(f"c{index}" for index in range(len(fields)))
+    return f"(SELECT * FROM unnest({casts}) AS eds_u({names}))", arrays
+
+
+def _sqlite_source(fields: list[models.Field], rows: Sequence[Sequence]) -> tuple[str, list]:
+    one_row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    names = ", ".join(f"column{index + 1} AS c{index}" for index in range(len(fields)))
+    params = [
+        None if value is None else field.get_db_prep_save(value, connection)
+        for row in rows
+        for field, value in zip(fields, row, strict=True)
+    ]
+    return f"(SELECT {names} FROM (VALUES {', '.join([one_row] * len(rows))}))", params
+
+
+def _sources(
+    model: type[models.Model], columns: Sequence[str], rows: Sequence[Sequence]
+) -> Iterator[tuple[str, list]]:
+    """The rows as subqueries with columns c0, c1, ... and their parameters, a chunk each."""
+    fields = _fields(model, columns)
+    if connection.vendor == "postgresql":
+        for chunk in _chunks(rows, _PG_ROWS):
+            yield _pg_source(fields, chunk)
+    else:
+        for chunk in _chunks(rows, _SQLITE_ROWS):
+            yield _sqlite_source(fields, chunk)
+
+
+def _quote(model: type[models.Model], name: str) -> str:
+    return connection.ops.quote_name(model._meta.get_field(name).column)
+
+
+def _insert(model, columns, rows, conflict_clause: str) -> None:
+    table = connection.ops.quote_name(model._meta.db_table)
+    names = ", ".join(_quote(model, name) for name in columns)
+    selected = ", ".join(f"eds_new.c{index}" for index in range(len(columns)))
+    with connection.cursor() as cursor:
+        for source, params in _sources(model, columns, rows):
+            # `WHERE true` settles SQLite's parse of INSERT ... SELECT ... ON CONFLICT.
+            cursor.execute(
+                f"INSERT INTO {table} ({names}) SELECT {selected} FROM {source} AS eds_new "  # noqa: S608
+                f"WHERE true {conflict_clause}",
+                params,
+            )
+
+
+def insert_ignoring_conflicts(
+    model: type[models.Model], columns: Sequence[str], rows: Sequence[Sequence]
+) -> None:
+    """INSERT the rows; a row that breaks a unique constraint is left out."""
+    if rows:
+        _insert(model, columns, rows, "ON CONFLICT DO NOTHING")
+
+
+def upsert(
+    model: type[models.Model],
+    columns: Sequence[str],
+    rows: Sequence[Sequence],
+    *,
+    conflict: Sequence[str],
+    assignments: str,
+) -> None:
+    """INSERT the rows; on a conflict on `conflict`, apply `assignments` (SQL that may use
+    `excluded.<column>` and `<table>.<column>`). Rows go in in the order given: callers sort
+    them, so two workers upserting overlapping rows take their locks in one order."""
+    if rows:
+        keys = ", ".join(_quote(model, name) for name in conflict)
+        _insert(model, columns, rows, f"ON CONFLICT ({keys}) DO UPDATE SET {assignments}")
+
+
+def update_by_id(
+    model: type[models.Model],
+    columns: Sequence[str],
+    rows: Sequence[Sequence],
+    *,
+    assignments: str | None = None,
+) -> None:
+    """UPDATE rows identified by their id (the first value of each row): each column takes its
+    new value, or `assignments` says how (SQL using eds_new.c1, eds_new.c2, ... for the values)."""
+    if not rows:
+        return
+    table = connection.ops.quote_name(model._meta.db_table)
+    assignments = assignments or ", ".join(
+        f"{_quote(model, name)} = eds_new.c{index}" for index, name in enumerate(columns, start=1)
+    )
+    with connection.cursor() as cursor:
+        for source, params in _sources(model, ["id", *columns], rows):
+            cursor.execute(
+                f"UPDATE {table} SET {assignments} FROM {source} AS eds_new "  # noqa: S608
+                f"WHERE {table}.id = eds_new.c0",
+                params,
+            )
+
+
+def append(model: type[models.Model], columns: Sequence[str], rows: Sequence[Sequence]) -> None:
+    """Append rows: COPY on PostgreSQL (the fastest way in), INSERT elsewhere."""
+    if not rows:
+        return
+    if connection.vendor != "postgresql":
+        _insert(model, columns, rows, "")
+        return
+    table = connection.ops.quote_name(model._meta.db_table)
+    names = ", ".join(_quote(model, name) for name in columns)
+    connection.ensure_connection()
+    with connection.connection.cursor() as cursor:
+        with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
+
+def select_in(
+    model: type[models.Model],
+    columns: Sequence[str],
+    *,
+    product_id: int,
+    tracking_ids: Sequence[str],
+    lock: bool,
+) -> list[tuple]:
+    """Rows of one product by tracking id, in id order; locked FOR UPDATE when `lock` (in id
+    order, so two workers locking overlapping rows cannot deadlock)."""
+    found: list[tuple] = []
+    for chunk in _chunks(sorted(tracking_ids), 5000):
+        query = model.objects.filter(product_id=product_id, tracking_id__in=chunk).order_by("id")
+        if lock:
+            query = query.select_for_update()
+        found.extend(query.values_list(*columns))
+    return found

@@ -1,0 +1,165 @@
+"""Storing tracked events: the raw rows, their daily rollups, the product's event names, and the
+users' first and last seen times. The busiest write of the service.
+
+On PostgreSQL the events are formatted once as COPY text into a session-local staging table and
+everything else is derived from it by set-based SQL, so the work per event in Python is one
+line of text. Elsewhere (SQLite, the embedded mode) the same results come from Python
+aggregation and multi-row statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from django.db import connection
+from django.utils import timezone
+
+from engagement import bulk
+from engagement.models import Event, EventName, EventRollup, User
+
+# (user id, account id or None, event name, Unix milliseconds)
+NewEvent = tuple[int, int | None, str, int]
+
+_STAGE = "eds_stage_event"
+_COPY_SPECIALS = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+# Event names already recorded, per process: most batches then skip that statement.
+_known_event_names: set[tuple[int, str]] = set()
+
+
+def events_store(*, product_id: int, events: Sequence[NewEvent]) -> None:
+    if not events:
+        return
+    if connection.vendor == "postgresql":
+        _store_postgresql(product_id, events)
+    else:
+        _store_portable(product_id, events)
+    _known_event_names.update((product_id, name) for _, _, name, _ in events)
+
+
+def _new_names(product_id: int, events: Sequence[NewEvent]) -> bool:
+    return any((product_id, name) not in _known_event_names for _, _, name, _ in events)
+
+
+def _copy_text(value: str) -> str:
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        return value.translate(_COPY_SPECIALS)
+    return value
+
+
+# A staged event's time: Unix milliseconds to a timestamp, exactly (no float on the way).
+_TS = "('epoch'::timestamptz + ms * interval '1 millisecond')"
+_PG_STATEMENTS = [
+    # The raw events.
+    f"""INSERT INTO engagement_event (product_id, user_id, account_id, name, timestamp)
+        SELECT %(product)s, user_id, account_id, name, {_TS} FROM {_STAGE}""",
+    # Their daily rollups, in key order so concurrent workers lock rollup rows in one order.
+    f"""INSERT INTO engagement_eventrollup
+            (product_id, user_id, account_id, account_key, event_name, day, count, last_at,
+             updated_at)
+        SELECT %(product)s, user_id, account_id, COALESCE(account_id, 0), name,
+               ({_TS} AT TIME ZONE 'UTC')::date AS day, count(*), max({_TS}), %(now)s
+        FROM {_STAGE}
+        GROUP BY user_id, account_id, name, day
+        ORDER BY user_id, COALESCE(account_id, 0), name, day
+        ON CONFLICT (user_id, account_key, event_name, day) DO UPDATE SET
+            count = engagement_eventrollup.count + excluded.count,
+            updated_at = excluded.updated_at,
+            last_at = GREATEST(engagement_eventrollup.last_at, excluded.last_at)""",
+    # First and last seen (the users are already locked by the caller).
+    f"""UPDATE engagement_user AS u
+        SET first_seen_at = LEAST(u.first_seen_at, s.first_at),
+            last_seen_at = GREATEST(u.last_seen_at, s.last_at)
+        FROM (SELECT user_id, min({_TS}) AS first_at, max({_TS}) AS last_at
+              FROM {_STAGE} GROUP BY user_id) AS s
+        WHERE u.id = s.user_id
+          AND (u.first_seen_at IS NULL OR s.first_at < u.first_seen_at
+               OR u.last_seen_at IS NULL OR s.last_at > u.last_seen_at)""",
+]
+_PG_NAMES = f"""INSERT INTO engagement_eventname (product_id, name, first_seen_at)
+    SELECT DISTINCT %(product)s, name, %(now)s FROM {_STAGE} ORDER BY 2
+    ON CONFLICT (product_id, name) DO NOTHING"""
+_NULL = "\\N"
+
+
+def _store_postgresql(product_id: int, events: Sequence[NewEvent]) -> None:
+    text = "".join(
+        [
+            f"{user_id}\t{_NULL if account_id is None else account_id}\t{_copy_text(name)}\t{ms}\n"
+            for user_id, account_id, name, ms in events
+        ]
+    )
+    with connection.cursor() as cursor:
+        # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
+        cursor.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (user_id bigint NOT NULL, "
+            "account_id bigint, name text NOT NULL, ms bigint NOT NULL) ON COMMIT DELETE ROWS"
+        )
+        cursor.execute(f"TRUNCATE {_STAGE}")
+        with cursor.cursor.copy(f"COPY {_STAGE} FROM STDIN") as copy:
+            copy.write(text)
+        params = {"product": product_id, "now": timezone.now()}
+        for statement in _PG_STATEMENTS:
+            cursor.execute(statement, params)
+        if _new_names(product_id, events):
+            cursor.execute(_PG_NAMES, params)
+
+
+def _store_portable(product_id: int, events: Sequence[NewEvent]) -> None:
+    now = timezone.now()
+    rows = [
+        (user_id, account_id, name, datetime.fromtimestamp(ms / 1000, tz=UTC))
+        for user_id, account_id, name, ms in events
+    ]
+    bulk.append(
+        Event,
+        ("product", "user", "account", "name", "timestamp"),
+        [(product_id, *row) for row in rows],
+    )
+    totals: dict[tuple, list] = {}
+    seen: dict[int, list[datetime]] = {}
+    for user_id, account_id, name, when in rows:
+        key = (user_id, account_id or 0, name, when.date())
+        entry = totals.setdefault(key, [0, when])
+        entry[0] += 1
+        entry[1] = max(entry[1], when)
+        first_last = seen.setdefault(user_id, [when, when])
+        first_last[0], first_last[1] = min(first_last[0], when), max(first_last[1], when)
+    bulk.upsert(
+        EventRollup,
+        (
+            "product",
+            "user",
+            "account",
+            "account_key",
+            "event_name",
+            "day",
+            "count",
+            "last_at",
+            "updated_at",
+        ),
+        [
+            (product_id, user_id, key or None, key, name, day, count, last_at, now)
+            for (user_id, key, name, day), (count, last_at) in sorted(totals.items())
+        ],
+        conflict=("user", "account_key", "event_name", "day"),
+        assignments="""count = engagement_eventrollup.count + excluded.count,
+            updated_at = excluded.updated_at,
+            last_at = CASE WHEN excluded.last_at > engagement_eventrollup.last_at
+                           THEN excluded.last_at ELSE engagement_eventrollup.last_at END""",
+    )
+    bulk.update_by_id(
+        User,
+        ("first_seen_at", "last_seen_at"),
+        [(user_id, first, last) for user_id, (first, last) in sorted(seen.items())],
+        assignments="""first_seen_at = CASE WHEN first_seen_at IS NULL OR first_seen_at > eds_new.c1
+                                            THEN eds_new.c1 ELSE first_seen_at END,
+            last_seen_at = CASE WHEN last_seen_at IS NULL OR last_seen_at < eds_new.c2
+                                THEN eds_new.c2 ELSE last_seen_at END""",
+    )
+    if _new_names(product_id, events):
+        bulk.insert_ignoring_conflicts(
+            EventName,
+            ("product", "name", "first_seen_at"),
+            [(product_id, name, now) for name in sorted({name for _, _, name, _ in events})],
+        )
