@@ -1,6 +1,18 @@
+"""ASGI entry point for production: the ingestion front door, with Django behind it.
+
+    uvicorn config.asgi:application --workers 2 --loop uvloop --http httptools
+
+POSTs to the ingestion paths are answered by `ingestion.asgi` (group commit, no framework);
+every other request (admin, read API, /healthz, other methods) is served by Django.
+"""
+
 import os
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-application = get_asgi_application()
+django_application = get_asgi_application()  # sets Django up before the ingestion app loads
+
+from ingestion.asgi import IngestionFrontDoor  # noqa: E402
+
+application = IngestionFrontDoor(django_application)

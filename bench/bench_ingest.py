@@ -1,0 +1,743 @@
+"""Ingestion benchmark (issues 2 and 6): what the front doors accept durably, and the drain rate.
+
+    .venv/bin/python bench/bench_ingest.py            # the full run (about 3 minutes)
+    .venv/bin/python bench/bench_ingest.py --quick    # shorter wrk runs and a smaller backlog
+    .venv/bin/python bench/bench_ingest.py --burst    # back-pressure: burst past the backlog limit
+    .venv/bin/python bench/bench_ingest.py --burst --burst-seconds 600   # and a memory soak
+
+From one run on this machine, against PostgreSQL and Redis on 127.0.0.1 (DJANGO_ENV=production):
+  1. a bare Django view that parses the JSON and answers 202 (gunicorn, 4 sync workers);
+  2. the DRF door, v2 track (the same gunicorn setup), every 202 checked against the store;
+  3. the ASGI door, v2 track (uvicorn, uvloop, httptools, group commit), checked the same way;
+  4. the ASGI door, /v1/batch with 100 messages a request, when that endpoint exists;
+  5. one process draining a backlog of 100,000 accepted requests: events applied per second.
+With --burst instead: the ASGI door at full speed with one draining process beside it and a low
+INGESTION_BACKLOG_LIMIT: 202s, 503s, the peak backlog, the time to drain, and every 202 applied.
+wrk (Debian package `wrk`) drives 32 connections with a ~80-byte v2 track body. The script makes
+and migrates its own database (eds_bench_ingest) and exits non-zero when it cannot measure or
+when any 202 is missing from the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ingestion import core  # noqa: E402  (framework-free: no Django setup needed)
+
+PYTHON = str(ROOT / ".venv" / "bin" / "python")
+BIN = ROOT / ".venv" / "bin"
+PG_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
+DB_NAME = os.environ.get("BENCH_DB", "eds_bench_ingest")
+BROKER_URL = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/8")
+PORT = int(os.environ.get("BENCH_PORT", "8601"))
+CONNECTIONS = 32
+TRACK_BODY = '{"userId":"usr_1042","event":"Report_Created","context":{"groupId":"acc_17"}}'
+SERVER_START_SECONDS = 30
+DRAIN_LIMIT_SECONDS = 600
+
+
+@dataclass
+class Run:
+    label: str
+    server: str
+    requests_per_s: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    answered: int = 0
+    non_2xx: int = 0
+    errors: int = 0
+    messages_per_request: int = 1
+    stored: int | None = None  # requests the store gained during the run (None: not stored)
+
+    @property
+    def events_per_s(self) -> float:
+        return self.requests_per_s * self.messages_per_request
+
+    @property
+    def lost(self) -> int:
+        if self.stored is None:
+            return 0
+        return max(0, (self.answered - self.non_2xx) - self.stored)
+
+
+# --- Environment ---------------------------------------------------------------------------------
+
+
+def server_env(settings_module: str = "config.settings") -> dict[str, str]:
+    static_root = Path(tempfile.gettempdir()) / "eds-bench-static"
+    static_root.mkdir(exist_ok=True)
+    env = dict(os.environ)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": settings_module,
+            "DJANGO_ENV": "production",
+            "SECRET_KEY": "bench-only-secret-key-not-for-production-use-0123456789",
+            "FIELD_ENCRYPTION_SALT": "bench-only-salt",
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "DATABASE_URL": f"{PG_URL}/{DB_NAME}",
+            "CELERY_BROKER_URL": BROKER_URL,
+            "STATIC_ROOT": str(static_root),
+            "LOG_LEVEL": "WARNING",
+            "PYTHONPATH": str(ROOT),
+        }
+    )
+    return env
+
+
+def sql(query: str, params: tuple = ()) -> list[tuple]:
+    with psycopg.connect(f"{PG_URL}/{DB_NAME}", autocommit=True) as conn:
+        cursor = conn.execute(query, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def store_counts() -> tuple[int, int]:
+    """(requests, messages) in the acceptance store."""
+    rows = sql(
+        "SELECT count(*), coalesce(sum(jsonb_array_length(messages)), 0) "
+        "FROM ingestion_acceptedrequest"
+    )
+    return int(rows[0][0]), int(rows[0][1])
+
+
+def recreate_database() -> str:
+    """A fresh, migrated database with one product; returns its ingestion key."""
+    with psycopg.connect(f"{PG_URL}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+    env = server_env()
+    subprocess.run(
+        [PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
+    )
+    out = subprocess.run(
+        [PYTHON, "manage.py", "create_product", "Bench", "--json"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(out)["ingestion_key"]
+
+
+def clear_kicks() -> None:
+    """Drop queued worker kicks from the bench's own Redis db (no worker runs during the bench)."""
+    import redis
+
+    redis.Redis.from_url(BROKER_URL).delete("celery")
+
+
+def ensure_wrk() -> str:
+    found = shutil.which("wrk")
+    if found:
+        return found
+    print("wrk not found; installing the Debian package (apt-get install -y wrk)", flush=True)
+    for command in (["apt-get", "install", "-y", "wrk"], ["apt-get", "update"]):
+        subprocess.run(command, check=False, capture_output=True)
+        if command[1] == "update":
+            subprocess.run(["apt-get", "install", "-y", "wrk"], check=False, capture_output=True)
+        found = shutil.which("wrk")
+        if found:
+            return found
+    raise SystemExit("could not install wrk; install it with `apt-get install wrk`")
+
+
+# --- Servers -------------------------------------------------------------------------------------
+
+
+class Server:
+    """A server process group on 127.0.0.1:PORT, stopped with its workers."""
+
+    def __init__(self, label: str, command: list[str], env: dict[str, str]) -> None:
+        self.label = label
+        self.command = command
+        self.env = env
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> Server:
+        port_free_or_die()
+        self.log = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            self.command,
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + SERVER_START_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                break
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/healthz", timeout=2):
+                    return self
+            except urllib.error.HTTPError:
+                return self  # the server answers (the bare URLconf has no /healthz)
+            except OSError:
+                time.sleep(0.2)
+        self.__exit__(None, None, None)
+        raise SystemExit(f"{self.label} did not start:\n{self.output()}")
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode("utf-8", "replace")[-3000:]
+
+    def __exit__(self, *exc_info) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+
+def port_free_or_die() -> None:
+    with socket.socket() as sock:
+        if sock.connect_ex(("127.0.0.1", PORT)) == 0:
+            raise SystemExit(f"port {PORT} is busy; set BENCH_PORT")
+
+
+def gunicorn(settings_module: str) -> list[str]:
+    return [
+        str(BIN / "gunicorn"),
+        "config.wsgi:application",
+        "--bind",
+        f"127.0.0.1:{PORT}",
+        "--workers",
+        "4",
+        "--worker-class",
+        "sync",
+        "--log-level",
+        "warning",
+        "--env",
+        f"DJANGO_SETTINGS_MODULE={settings_module}",
+    ]
+
+
+def uvicorn(workers: int) -> list[str]:
+    return [
+        str(BIN / "uvicorn"),
+        "config.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(PORT),
+        "--workers",
+        str(workers),
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--no-access-log",
+        "--log-level",
+        "warning",
+    ]
+
+
+# --- Load ----------------------------------------------------------------------------------------
+
+
+# Track calls spread over 2,000 users, 200 accounts and 20 event names, so the worker draining
+# them does the work real traffic makes (costs wrk a little CPU; used by --burst only).
+_VARIED_TRACK = """
+counter = 0
+request = function()
+  counter = counter + 1
+  local body = string.format(
+    '{"userId":"usr_%d","event":"Event_%d","context":{"groupId":"acc_%d"}}',
+    counter % 2000, counter % 20, counter % 200)
+  return wrk.format(nil, nil, nil, body)
+end
+"""
+
+
+def lua_script(path: str, body: str, key: str, *, varied: bool = False) -> str:
+    script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
+    script.write(
+        f'wrk.method = "POST"\nwrk.path = "{path}"\n'
+        f"wrk.body = {json.dumps(body)}\n"
+        'wrk.headers["Content-Type"] = "application/json"\n'
+        f'wrk.headers["Authorization"] = "Basic {key}"\n'
+    )
+    if varied:
+        script.write(_VARIED_TRACK)
+    script.close()
+    return script.name
+
+
+_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def _ms(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
+    if not match:
+        raise ValueError(text)
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def wrk(wrk_bin: str, script: str, seconds: int, run: Run) -> Run:
+    result = subprocess.run(
+        [
+            wrk_bin,
+            "-t2",
+            f"-c{CONNECTIONS}",
+            f"-d{seconds}s",
+            "--timeout",
+            "5s",
+            "--latency",
+            "-s",
+            script,
+            f"http://127.0.0.1:{PORT}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 30,
+        check=False,
+    )
+    out = result.stdout
+    try:
+        run.requests_per_s = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+        run.answered = int(re.search(r"(\d+) requests in", out).group(1))
+        run.p50_ms = _ms(re.search(r"\s50%\s+(\S+)", out).group(1))
+        run.p99_ms = _ms(re.search(r"\s99%\s+(\S+)", out).group(1))
+    except (AttributeError, ValueError) as exc:
+        message = f"could not read wrk's output for {run.label}:\n{out}\n{result.stderr}"
+        raise SystemExit(message) from exc
+    non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    run.non_2xx = int(non_2xx.group(1)) if non_2xx else 0
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    run.errors = sum(int(n) for n in errors.groups()) if errors else 0
+    return run
+
+
+def measure(wrk_bin: str, script: str, seconds: int, run: Run, *, stored: bool) -> Run:
+    wrk(wrk_bin, script, 2, Run("warm-up", run.server))
+    before = store_counts()[0] if stored else 0
+    wrk(wrk_bin, script, seconds, run)
+    if stored:
+        time.sleep(0.5)  # requests still in flight when wrk stopped
+        run.stored = store_counts()[0] - before
+    print(
+        f"  {run.label}: {run.requests_per_s:,.0f} req/s, p50 {run.p50_ms:.1f} ms, "
+        f"p99 {run.p99_ms:.1f} ms, non-2xx {run.non_2xx}",
+        flush=True,
+    )
+    return run
+
+
+def batch_body(size: int) -> str:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    items = [
+        {
+            "type": "track",
+            "userId": f"usr_{i % 37}",
+            "event": "Report_Created",
+            "context": {"groupId": f"acc_{i % 7}"},
+            "timestamp": now,
+        }
+        for i in range(size)
+    ]
+    return json.dumps({"batch": items, "sentAt": now}, separators=(",", ":"))
+
+
+# --- Drain ---------------------------------------------------------------------------------------
+
+_DRAIN_CODE = """
+import json, time, django
+django.setup()
+from django.conf import settings
+from ingestion.services import accepted_requests_drain_for
+deadline = time.monotonic() + {limit}
+started = time.monotonic()
+requests = dropped = 0
+more = True
+while more and time.monotonic() < deadline:
+    result, more = accepted_requests_drain_for(seconds=5, batch=settings.INGESTION_DRAIN_BATCH)
+    requests += result.requests
+    dropped += result.dropped
+print(json.dumps({{"seconds": time.monotonic() - started, "requests": requests,
+                  "dropped": dropped, "left": more}}))
+"""
+
+
+def fill_backlog(key: str, requests: int) -> int:
+    """`requests` accepted calls (like the doors store them) for 2,000 users, 200 accounts and
+    20 event names over 30 days: 2% identify, 0.2% group, the rest track. Returns messages."""
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    now_ms = int(time.time() * 1000)
+    with psycopg.connect(f"{PG_URL}/{DB_NAME}") as conn, conn.cursor() as cursor:
+        cursor.execute("DELETE FROM ingestion_acceptedrequest")
+        with cursor.copy(
+            "COPY ingestion_acceptedrequest (received_at, endpoint, key_digest, messages) "
+            "FROM STDIN"
+        ) as copy:
+            for i in range(requests):
+                ts = now_ms - (i * 7919 % (30 * 86_400_000))
+                user = f"usr_{i * 31 % 2000}"
+                account = f"acc_{i * 17 % 200}"
+                if i % 50 == 0:
+                    endpoint = "v2/identify"
+                    message = {
+                        "type": "identify",
+                        "timestamp": ts,
+                        "userId": user,
+                        "groupId": account,
+                        "traits": {"email": f"{user}@example.com", "plan": "pro"},
+                    }
+                elif i % 500 == 1:
+                    endpoint = "v2/group"
+                    message = {
+                        "type": "group",
+                        "timestamp": ts,
+                        "groupId": account,
+                        "traits": {"name": f"Account {account}"},
+                    }
+                else:
+                    endpoint = "v2/track"
+                    message = {
+                        "type": "track",
+                        "timestamp": ts,
+                        "userId": user,
+                        "event": f"Event_{i % 20}",
+                        "groupId": account,
+                    }
+                copy.write_row(
+                    (time.strftime("%Y-%m-%d %H:%M:%S+00"), endpoint, digest, json.dumps([message]))
+                )
+        conn.commit()
+    return requests
+
+
+def drain(requests: int) -> dict:
+    env = server_env()
+    result = subprocess.run(
+        [PYTHON, "-c", _DRAIN_CODE.format(limit=DRAIN_LIMIT_SECONDS)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DRAIN_LIMIT_SECONDS + 60,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"the drain failed:\n{result.stderr[-3000:]}")
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    figures["events_per_s"] = figures["requests"] / figures["seconds"]
+    figures["left_in_store"] = store_counts()[0]
+    return figures
+
+
+# --- Burst (back-pressure) --------------------------------------------------------------------
+
+_WORKER_CODE = """
+import json, time, django
+django.setup()
+from django.conf import settings
+from ingestion.services import accepted_requests_drain_for
+print("ready", flush=True)
+started = time.monotonic()
+burst_ends = started + {burst}
+deadline = burst_ends + {limit}
+applied = 0
+last_work = started
+while time.monotonic() < deadline:
+    result, more = accepted_requests_drain_for(seconds=1, batch=settings.INGESTION_DRAIN_BATCH)
+    applied += result.requests
+    if result.requests:
+        last_work = time.monotonic()
+    elif time.monotonic() > burst_ends + 2:
+        break
+    else:
+        time.sleep(0.05)
+empty = time.monotonic() < deadline
+print(json.dumps({{"applied": applied, "empty": empty,
+                  "drained_after_burst_s": max(0.0, last_work - burst_ends)}}))
+"""
+
+
+def event_count() -> int:
+    return int(sql("SELECT count(*) FROM engagement_event")[0][0])
+
+
+def burst(wrk_bin: str, script: str, seconds: int, limit: int, workers: int) -> int:
+    """The ASGI door flat out for `seconds` beside one draining process, INGESTION_BACKLOG_LIMIT
+    at `limit`: every 202 must end up applied, and 503s come only once the backlog is full."""
+    sql("DELETE FROM ingestion_acceptedrequest")
+    events_before = event_count()
+    env = {**server_env(), "INGESTION_BACKLOG_LIMIT": str(limit)}
+    peak = 0
+    memory: list[float] = []
+    with Server("asgi", uvicorn(workers), env) as server:
+        worker = subprocess.Popen(
+            [PYTHON, "-c", _WORKER_CODE.format(burst=seconds, limit=DRAIN_LIMIT_SECONDS)],
+            cwd=ROOT,
+            env=server_env(),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        worker.stdout.readline()  # set up and draining: the burst starts now
+        load = subprocess.Popen(
+            [
+                wrk_bin,
+                "-t2",
+                f"-c{CONNECTIONS}",
+                f"-d{seconds}s",
+                "--timeout",
+                "5s",
+                "--latency",
+                "-s",
+                script,
+                f"http://127.0.0.1:{PORT}",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        while load.poll() is None:
+            peak = max(peak, store_counts()[0])
+            memory.append(group_rss_mib(server.process.pid))
+            time.sleep(0.5)
+        out = load.stdout.read()
+    run = Run("burst", "")
+    try:
+        run.answered = int(re.search(r"(\d+) requests in", out).group(1))
+        run.requests_per_s = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+        run.p99_ms = _ms(re.search(r"\s99%\s+(\S+)", out).group(1))
+    except AttributeError as exc:
+        raise SystemExit(f"could not read wrk's output for the burst:\n{out}") from exc
+    non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    run.non_2xx = int(non_2xx.group(1)) if non_2xx else 0
+    figures = json.loads(
+        worker.communicate(timeout=seconds + DRAIN_LIMIT_SECONDS + 60)[0].strip().splitlines()[-1]
+    )
+    applied = event_count() - events_before
+    accepted = run.answered - run.non_2xx
+    print()
+    print(
+        f"burst: {seconds} s flat out at {CONNECTIONS} connections (track calls of 2,000 users), "
+        f"one draining process, INGESTION_BACKLOG_LIMIT={limit:,}"
+    )
+    print(
+        f"  offered {run.requests_per_s:,.0f} req/s, p99 {run.p99_ms:.1f} ms: "
+        f"{accepted:,} answered 202, {run.non_2xx:,} answered 503 (Retry-After)"
+    )
+    print(
+        f"  peak backlog {peak:,} (limit {limit:,}); 503s only once full: "
+        f"{'yes' if run.non_2xx == 0 or peak >= limit * 0.9 else 'NO'}"
+    )
+    if len(memory) >= 10:
+        settled = memory[len(memory) // 5]  # after the first fifth: imports and caches are warm
+        print(
+            f"  web memory (RSS of the uvicorn processes): {memory[0]:.0f} MiB at the start, "
+            f"{settled:.0f} MiB after a fifth of the run, {memory[-1]:.0f} MiB at the end "
+            f"({memory[-1] - settled:+.0f} MiB), at most {max(memory):.0f} MiB"
+        )
+    drained = figures["drained_after_burst_s"]
+    print(
+        f"  drained to empty {drained:.1f} s after the burst"
+        if figures["empty"]
+        else f"  NOT drained within {DRAIN_LIMIT_SECONDS} s"
+    )
+    print(
+        f"  events applied {applied:,} for {accepted:,} 202s "
+        f"({'none lost' if applied >= accepted else f'LOST {accepted - applied:,}'})"
+    )
+    return 0 if applied >= accepted and figures["empty"] else 1
+
+
+def group_rss_mib(group: int) -> float:
+    """Resident memory of every process in a process group (a server and its workers)."""
+    total_kib = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) != group:  # the process group id
+                continue
+            status = (stat.parent / "status").read_text()
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended meanwhile
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total_kib += int(line.split()[1])
+    return total_kib / 1024
+
+
+def load_average() -> float:
+    return os.getloadavg()[0]
+
+
+# --- Report --------------------------------------------------------------------------------------
+
+
+def machine() -> str:
+    cores = os.cpu_count()
+    with open("/proc/meminfo") as meminfo:
+        mem_gib = int(meminfo.readline().split()[1]) / 1024 / 1024
+    pg = sql("SHOW server_version")[0][0]
+    rev = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    return (
+        f"{cores} cores, {mem_gib:.0f} GiB; wrk, servers, PostgreSQL {pg} and Redis on one box; "
+        f"git {rev or '?'}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
+
+
+def print_table(runs: list[Run], drained: dict | None, backlog: int) -> None:
+    print()
+    print(
+        f"{'front door':<44} {'req/s':>9} {'events/s':>10} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'non-2xx':>8} {'202s in store':>14}"
+    )
+    for run in runs:
+        check = (
+            "n/a"
+            if run.stored is None
+            else (f"all ({run.stored:,})" if run.lost == 0 else f"LOST {run.lost:,}")
+        )
+        print(
+            f"{run.label:<44} {run.requests_per_s:>9,.0f} {run.events_per_s:>10,.0f} "
+            f"{run.p50_ms:>7.1f} {run.p99_ms:>7.1f} {run.non_2xx:>8,} {check:>14}"
+        )
+        print(f"{'  ' + run.server:<44}")
+    by_label = {run.label: run for run in runs}
+    bare = by_label.get("bare Django view, 202 (not stored)")
+    if bare and bare.requests_per_s:
+        print()
+        for run in runs:
+            if run is not bare and run.messages_per_request == 1:
+                print(
+                    f"ratio {run.label} / bare Django view: "
+                    f"{run.requests_per_s / bare.requests_per_s:.2f}x"
+                )
+    if drained:
+        print()
+        state = (
+            "empty"
+            if not drained["left_in_store"]
+            else (f"{drained['left_in_store']:,} left after {DRAIN_LIMIT_SECONDS} s")
+        )
+        print(
+            f"drain: one process applied {drained['requests']:,} of {backlog:,} accepted "
+            "requests "
+            f"(1 event each) in {drained['seconds']:.1f} s = {drained['events_per_s']:,.0f} "
+            f"events/s; dropped {drained['dropped']}; store {state}"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="5 s wrk runs, a 10,000 backlog")
+    parser.add_argument("--seconds", type=int, default=12, help="duration of each wrk run")
+    parser.add_argument("--backlog", type=int, default=100_000, help="requests for the drain")
+    parser.add_argument("--asgi-workers", type=int, default=2, help="uvicorn worker processes")
+    parser.add_argument("--burst", action="store_true", help="back-pressure mode (see above)")
+    parser.add_argument("--burst-limit", type=int, default=20_000, help="backlog limit in --burst")
+    parser.add_argument(
+        "--burst-seconds", type=int, default=15, help="length of --burst (600 for a memory soak)"
+    )
+    args = parser.parse_args()
+    seconds = 5 if args.quick else args.seconds
+    backlog = 10_000 if args.quick else args.backlog
+
+    wrk_bin = ensure_wrk()
+    print(f"setting up {DB_NAME} ...", flush=True)
+    key = recreate_database()
+    clear_kicks()
+    print(machine(), flush=True)
+    started_load = load_average()
+    print(
+        f"load average at start: {started_load:.2f}"
+        + (
+            "  (the machine is busy: figures are lower than on an idle one)"
+            if started_load > 1.0
+            else ""
+        ),
+        flush=True,
+    )
+    track = lua_script("/v2/track", TRACK_BODY, key)
+    if args.burst:
+        try:
+            seconds = 5 if args.quick else args.burst_seconds
+            varied = lua_script("/v2/track", TRACK_BODY, key, varied=True)
+            return burst(wrk_bin, varied, seconds, args.burst_limit, args.asgi_workers)
+        finally:
+            clear_kicks()
+    gunicorn_setup = "gunicorn, 4 sync workers"
+    uvicorn_setup = f"uvicorn, {args.asgi_workers} workers, uvloop, httptools, group commit"
+    runs: list[Run] = []
+    try:
+        with Server("bare", gunicorn("bench.bare_settings"), server_env("bench.bare_settings")):
+            runs.append(
+                measure(
+                    wrk_bin,
+                    track,
+                    seconds,
+                    Run("bare Django view, 202 (not stored)", gunicorn_setup),
+                    stored=False,
+                )
+            )
+        with Server("drf", gunicorn("config.settings"), server_env()):
+            runs.append(
+                measure(
+                    wrk_bin,
+                    track,
+                    seconds,
+                    Run("DRF door, v2 track, durable", gunicorn_setup),
+                    stored=True,
+                )
+            )
+        with Server("asgi", uvicorn(args.asgi_workers), server_env()):
+            runs.append(
+                measure(
+                    wrk_bin,
+                    track,
+                    seconds,
+                    Run("ASGI door, v2 track, durable", uvicorn_setup),
+                    stored=True,
+                )
+            )
+            if "v1/batch" in core.ENDPOINTS:
+                batch = lua_script("/v1/batch", batch_body(100), key)
+                run = Run(
+                    "ASGI door, /v1/batch x100, durable", uvicorn_setup, messages_per_request=100
+                )
+                runs.append(measure(wrk_bin, batch, seconds, run, stored=True))
+            else:
+                print("  /v1/batch: not an ingestion endpoint yet; skipped", flush=True)
+    finally:
+        clear_kicks()
+    print(f"filling the store with {backlog:,} accepted requests and draining them ...", flush=True)
+    fill_backlog(key, backlog)
+    drained = drain(backlog)
+    print_table(runs, drained, backlog)
+    print(f"load average at start {started_load:.2f}, at end {load_average():.2f}")
+    lost = sum(run.lost for run in runs)
+    if lost:
+        print(f"FAIL: {lost} requests answered 2xx are not in the store")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""Group commit for the ASGI front door: many requests, one write, one commit, then every 202.
+
+A request hands its accepted entries to the writer and waits. The writer gathers whatever arrives
+within a short window (1 ms), or while the previous write is still running, and stores it all
+with one `store_accepted_batch` (one COPY, one commit) in a thread of its own. Only when that
+commit returns does each waiting request get its answer, so a 202 is as durable as the DRF door's,
+while the commit cost is shared by every request in the batch. Django's request machinery and
+one commit per request, not PostgreSQL, are what limit the DRF door.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+)
+
+from ingestion.core import RequestError
+from ingestion.store import Entry, backlog_refresh, kick_worker, store_accepted_batch
+
+logger = logging.getLogger(__name__)
+
+GATHER_SECONDS = 0.001
+MAX_BATCH_ENTRIES = 2000
+# A worker is woken at most this often per web process; a wake-up asked for in between is sent
+# at the end of the interval, so no batch waits for the periodic sweep.
+KICK_INTERVAL_SECONDS = 0.2
+# How often the backlog is counted for the INGESTION_BACKLOG_LIMIT check. Counting a large store
+# takes a while, so it runs on a thread and connection of its own, never on the write path.
+BACKLOG_COUNT_SECONDS = 1.0
+# Should that thread fall behind (or not have run yet), the write path counts for itself.
+BACKLOG_STALE_SECONDS = 5.0
+
+
+def _write(entries: Sequence[Entry]) -> None:
+    """Runs in the writer thread, which keeps one database connection of its own."""
+    close_old_connections()  # drop a connection a database restart has broken
+    try:
+        store_accepted_batch(entries, kick=False, backlog_max_age=BACKLOG_STALE_SECONDS)
+    except RequestError:
+        connection.close()  # reconnect on the next batch rather than reuse a failed connection
+        raise
+
+
+def _close_connection() -> None:
+    connection.close()  # looked up here: Django's connections belong to the thread that made them
+
+
+def _count_backlog() -> None:
+    close_old_connections()
+    try:
+        backlog_refresh()
+    except Exception:  # the database is down: the write path answers 503 on its own
+        logger.warning("could not count the ingestion backlog", exc_info=True)
+        connection.close()
+
+
+class GroupCommitWriter:
+    """One per process, used from the event loop of that process."""
+
+    def __init__(
+        self,
+        *,
+        gather_seconds: float = GATHER_SECONDS,
+        max_batch_entries: int = MAX_BATCH_ENTRIES,
+        kick_interval_seconds: float = KICK_INTERVAL_SECONDS,
+    ) -> None:
+        self.gather_seconds = gather_seconds
+        self.max_batch_entries = max_batch_entries
+        self.kick_interval_seconds = kick_interval_seconds
+        self._pending: deque[tuple[Sequence[Entry], asyncio.Future]] = deque()
+        self._closing = False
+        self._pending_since = 0.0
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._db_thread = ThreadPoolExecutor(1, thread_name_prefix="eds-group-commit")
+        self._kick_thread = ThreadPoolExecutor(1, thread_name_prefix="eds-kick")
+        self._count_thread = ThreadPoolExecutor(1, thread_name_prefix="eds-backlog")
+        self._counter: asyncio.Task | None = None
+        self._last_kick = float("-inf")
+        self._kick_scheduled = False
+        self._kick_sent: asyncio.Future | None = None
+
+    async def store(self, entries: Sequence[Entry]) -> None:
+        """Return once `entries` are committed; raise a 503 `RequestError` if they cannot be."""
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done():
+            self._start(loop)
+        done = loop.create_future()
+        if not self._pending:
+            self._pending_since = loop.time()
+        self._pending.append((entries, done))
+        self._wake.set()
+        await done
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._wake = asyncio.Event()
+        if self._counter is None:
+            self._counter = loop.create_task(self._count_every_second(loop), name="eds-backlog")
+        self._task = loop.create_task(self._run(), name="eds-group-commit")
+
+    async def _count_every_second(self, loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            await loop.run_in_executor(self._count_thread, _count_backlog)
+            await asyncio.sleep(BACKLOG_COUNT_SECONDS)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._wake is not None
+        while True:
+            if not self._pending:
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                if not self._pending:
+                    continue
+            # Wait out the rest of the window measured from the oldest waiting request; requests
+            # that queued up while the previous write ran go at once.
+            delay = self._pending_since + self.gather_seconds - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            batch = self._take_batch(loop)
+            entries = [entry for waiting, _ in batch for entry in waiting]
+            try:
+                await loop.run_in_executor(self._db_thread, _write, entries)
+            except RequestError as error:
+                if len(batch) > 1 and _refused_by_the_data(error):
+                    await self._write_one_by_one(loop, batch)
+                else:
+                    self._settle(batch, error)
+            except Exception as exc:
+                logger.exception("group commit failed")
+                self._settle(batch, _write_failed(exc))
+            else:
+                self._settle(batch, None)
+                self._ask_for_kick(loop)
+
+    async def _write_one_by_one(self, loop: asyncio.AbstractEventLoop, batch) -> None:
+        """One request the database refuses must not fail the others it was batched with."""
+        stored = False
+        for waiting in batch:
+            try:
+                await loop.run_in_executor(self._db_thread, _write, waiting[0])
+            except RequestError as error:
+                self._settle([waiting], error)
+            else:
+                self._settle([waiting], None)
+                stored = True
+        if stored:
+            self._ask_for_kick(loop)
+
+    def _take_batch(self, loop: asyncio.AbstractEventLoop):
+        batch: list[tuple[Sequence[Entry], asyncio.Future]] = []
+        size = 0
+        while self._pending and (
+            not batch or size + len(self._pending[0][0]) <= self.max_batch_entries
+        ):
+            waiting = self._pending.popleft()
+            batch.append(waiting)
+            size += len(waiting[0])
+        self._pending_since = loop.time()
+        return batch
+
+    @staticmethod
+    def _settle(batch, error: Exception | None) -> None:
+        for _, done in batch:
+            if done.done():  # the client went away; nothing to answer
+                continue
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+
+    def _ask_for_kick(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._kick_scheduled:
+            return
+        self._kick_scheduled = True
+        wait = self._last_kick + self.kick_interval_seconds - loop.time()
+        if wait <= 0:
+            self._kick(loop)
+        else:
+            loop.call_later(wait, self._kick, loop)
+
+    def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._kick_sent is not None and not self._kick_sent.done():
+            # The broker is slow or down: try again later rather than queue up wake-ups.
+            loop.call_later(self.kick_interval_seconds, self._kick, loop)
+            return
+        self._kick_scheduled = False
+        self._last_kick = loop.time()
+        # Its own thread: a broker that is slow to answer must never hold up a commit.
+        self._kick_sent = loop.run_in_executor(self._kick_thread, kick_worker)
+
+    async def close(self) -> None:
+        """Write what is waiting, then stop (on server shutdown)."""
+        loop = asyncio.get_running_loop()
+        self._closing = True
+        if self._task is not None:
+            assert self._wake is not None
+            self._wake.set()
+            await self._task  # returns once nothing waits and no write is in flight
+            self._task = None
+        if self._counter is not None:
+            self._counter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._counter
+            self._counter = None
+            await loop.run_in_executor(self._count_thread, _close_connection)
+        await loop.run_in_executor(self._db_thread, _close_connection)
+        for thread in (self._db_thread, self._kick_thread, self._count_thread):
+            thread.shutdown(wait=True)
+
+
+def _refused_by_the_data(error: RequestError) -> bool:
+    """The write failed because of what one of the rows holds, not because the database is
+    unreachable (then every request fails alike and retrying them one by one only adds load)."""
+    cause = error.__cause__
+    return isinstance(cause, DatabaseError) and not isinstance(
+        cause, OperationalError | InterfaceError
+    )
+
+
+def _write_failed(exc: Exception) -> RequestError:
+    return RequestError(
+        503,
+        "service_unavailable",
+        "The service cannot store requests right now; retry shortly.",
+        retry_after=settings.INGESTION_RETRY_AFTER_SECONDS,
+    )
