@@ -4,6 +4,7 @@ Embedded mode (the default) needs no server: SQLite and a filesystem broker unde
 DJANGO_ENV=production refuses to start without its secrets, a database URL and a broker URL.
 """
 
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -121,7 +122,10 @@ else:
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
+        # The default polls once a second; a tenth keeps "202 to visible" well under a second.
+        "polling_interval": 0.1,
     }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -143,6 +147,15 @@ CELERY_BEAT_SCHEDULE = {
         "task": "ingestion.tasks.purge_old_drops",
         "schedule": 3600.0,
     },
+    # Scores move within a minute of new events: refresh the workspaces whose data changed.
+    "scores-refresh-due": {
+        "task": "engagement.tasks.scores_refresh_due",
+        "schedule": float(env_int("SCORING_REFRESH_SECONDS", 10, minimum=1)),
+    },
+    "ingestion-purge-seen-messages": {
+        "task": "ingestion.tasks.purge_seen_messages",
+        "schedule": 3600.0,
+    },
 }
 
 # --- Ingestion ------------------------------------------------------------------------------
@@ -153,9 +166,48 @@ INGESTION_BACKLOG_LIMIT = env_int("INGESTION_BACKLOG_LIMIT", 1_000_000, minimum=
 INGESTION_RETRY_AFTER_SECONDS = env_int("INGESTION_RETRY_AFTER_SECONDS", 5, minimum=1)
 INGESTION_DRAIN_BATCH = env_int("INGESTION_DRAIN_BATCH", 1000, minimum=1)
 INGESTION_DROP_RETENTION_DAYS = env_int("INGESTION_DROP_RETENTION_DAYS", 30, minimum=1)
+# A repeated Segment `messageId` is applied once if it comes within this many days.
+INGESTION_DEDUP_DAYS = env_int("INGESTION_DEDUP_DAYS", 7, minimum=1)
+# A client `sentAt` further than this from our clock is clock skew and corrected; nearer is
+# network delay and left alone.
+INGESTION_CLOCK_SKEW_SECONDS = env_int("INGESTION_CLOCK_SKEW_SECONDS", 5, minimum=0)
+
+# --- Scoring --------------------------------------------------------------------------------
+SCORING_REFRESH_SECONDS = env_int("SCORING_REFRESH_SECONDS", 10, minimum=1)
+# Each refresh re-reads changes this far behind its watermark, so rows written by a transaction
+# that committed after the previous refresh started are never missed.
+SCORING_WATERMARK_OVERLAP_SECONDS = env_int(
+    "SCORING_WATERMARK_OVERLAP_SECONDS", 30, minimum=0
+)
+# PostgreSQL work_mem for a refresh's aggregations (SET LOCAL: this transaction only).
+SCORING_WORK_MEM_MB = env_int("SCORING_WORK_MEM_MB", 256, minimum=4)
 
 # --- Marketplace ----------------------------------------------------------------------------
 MARKETPLACE_API_URL = env_str("MARKETPLACE_API_URL", "https://api.atlassian.com").rstrip("/")
+
+# --- Cache and read API ---------------------------------------------------------------------
+# The read API's per-token throttle counts in this cache. Set CACHE_URL (or REDIS_URL) to a Redis
+# URL so every web process shares the counts; without it each process counts on its own.
+_cache_url = env_str("CACHE_URL", "") or env_str("REDIS_URL", "")
+if _cache_url:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _cache_url,
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Requests per API token, "<n>/<second|minute|hour|day>"; empty turns throttling off.
+READ_API_THROTTLE_RATE = env_str("READ_API_THROTTLE_RATE", "1200/minute").strip()
+if READ_API_THROTTLE_RATE and not re.fullmatch(
+    r"[0-9]+/(s|sec|second|m|min|minute|h|hour|d|day)", READ_API_THROTTLE_RATE
+):
+    raise ImproperlyConfigured(
+        f"READ_API_THROTTLE_RATE must look like 1200/minute, got {READ_API_THROTTLE_RATE!r}"
+    )
+# Totals of the ranked account and user lists are cached this long (0: count on every request).
+READ_API_COUNTS_CACHE_SECONDS = env_int("READ_API_COUNTS_CACHE_SECONDS", 10, minimum=0)
 
 # --- REST framework -------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -96,11 +96,44 @@ def read_body(raw: bytes, content_encoding: str | None, limit: int) -> bytes:
     return body
 
 
+def _reject_constant(name: str) -> None:
+    # Python's json reads NaN and Infinity, which are not JSON and which no database stores.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _unstorable(text: str) -> str | None:
+    """Why a string cannot be stored as it is (PostgreSQL text and jsonb refuse NUL characters
+    and lone surrogates), or None."""
+    if "\x00" in text:
+        return "Must not contain NUL (\\u0000) characters."
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "Must be valid Unicode (no lone surrogate escapes)."
+    return None
+
+
+def _unstorable_in(value: object) -> str | None:
+    """The first reason a string (key or value) somewhere in `value` cannot be stored."""
+    if isinstance(value, str):
+        return _unstorable(value)
+    if isinstance(value, dict):
+        items = [item for pair in value.items() for item in pair]
+    elif isinstance(value, list):
+        items = value
+    else:
+        return None
+    for item in items:
+        if problem := _unstorable_in(item):
+            return problem
+    return None
+
+
 def parse_json_object(body: bytes) -> dict:
     if not body.strip():
         raise RequestError(400, "invalid_json", "The request body is empty; send a JSON object.")
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError(400, "invalid_json", "The request body is not valid JSON.") from exc
     if not isinstance(data, dict):
@@ -179,6 +212,9 @@ def _identifier(data: Mapping, name: str, errors: _Fields, *, required: bool) ->
     if len(value) > MAX_ID_LENGTH:
         errors.add(name, f"Must be at most {MAX_ID_LENGTH} characters.")
         return None
+    if problem := _unstorable(value):
+        errors.add(name, problem)
+        return None
     return value
 
 
@@ -188,6 +224,9 @@ def _traits(data: Mapping, name: str, errors: _Fields) -> dict | None:
         return None
     if not isinstance(value, dict):
         errors.add(name, "Must be a JSON object.")
+        return None
+    if problem := _unstorable_in(value):
+        errors.add(name, problem)
         return None
     return value
 

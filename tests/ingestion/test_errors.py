@@ -181,3 +181,32 @@ def test_bad_input_leaves_stored_data_as_it_was(acme, post_json, drain):
     drain()
 
     assert User.objects.get(product=acme.product, tracking_id="u1").traits == {"name": "Ann"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ('{"userId": "u1", "traits": {"score": NaN}}', None),
+        ('{"userId": "u1", "traits": {"score": Infinity}}', None),
+        ('{"userId": "u\\u0000x"}', "userId"),
+        ('{"userId": "u1", "traits": {"note": "a\\u0000b"}}', "traits"),
+        ('{"userId": "u1", "traits": {"nested": [{"k\\u0000": 1}]}}', "traits"),
+        ('{"userId": "\\ud800"}', "userId"),
+        ('{"userId": "u1", "traits": {"name": "\\udfff"}}', "traits"),
+    ],
+)
+def test_values_no_database_can_store_are_400_not_a_retry_loop(acme, post_json, raw, field):
+    response = post_json("/v2/identify", raw, auth=acme.basic)
+
+    if field is None:
+        assert_error(response, 400, "invalid_json")
+    else:
+        assert_error(response, 400, "invalid_fields", [field])
+    assert not AcceptedRequest.objects.exists()
+
+
+def test_unicode_that_can_be_stored_is_accepted(acme, post_json, drain):
+    body = {"userId": "ü-😀", "traits": {"name": "Zoë 😀", "note": "tab\there"}}
+    assert post_json("/v2/identify", body, auth=acme.basic).status_code == 202
+    drain()
+    assert User.objects.get(tracking_id="ü-😀").traits["name"] == "Zoë 😀"
