@@ -25,9 +25,15 @@ run: $(BIN)/.installed ## Start web (127.0.0.1:$(PORT)), worker and scheduler on
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	PATH=$(CURDIR)/$(BIN):$$PATH PORT=$(PORT) $(BIN)/honcho start -f Procfile
 
-test: $(BIN)/.installed ## Run the full test suite (real PostgreSQL and Redis)
+# The embedded mode's SQLite paths are checked too, on the tests that apply and score data.
+EMBEDDED_TESTS := tests/engagement tests/ingestion/test_v1.py tests/ingestion/test_v2.py \
+	tests/ingestion/test_order_and_merge.py tests/ingestion/test_drops.py
+
+test: $(BIN)/.installed ## Run the full test suite (real PostgreSQL, Redis, RabbitMQ; then SQLite)
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		$(BIN)/pytest --create-db $(PYTEST_ARGS)
+	DATABASE_URL= CELERY_BROKER_URL= DATA_DIR=$$(mktemp -d) \
+		$(BIN)/pytest -p no:cacheprovider -q -m "not e2e" $(EMBEDDED_TESTS)
 
 lint: $(BIN)/.installed ## ruff and Django's checks
 	$(BIN)/ruff check .

@@ -1,6 +1,23 @@
-from django.contrib import admin
+"""Admin: products, workspaces (scoring settings with weights inline), segments, and the data."""
 
-from engagement.models import Account, Membership, Product, User, Workspace
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from engagement.models import (
+    Account,
+    EventName,
+    EventWeight,
+    Membership,
+    Product,
+    ScoringState,
+    Segment,
+    SegmentMember,
+    User,
+    Workspace,
+)
+from engagement.segments import ACCOUNT_METRICS, OPERATORS, segment_conditions_validate
 
 
 @admin.register(Product)
@@ -14,10 +31,142 @@ class ProductAdmin(admin.ModelAdmin):
             Workspace.objects.get_or_create(product=obj, defaults={"name": "Default"})
 
 
+class EventWeightInline(admin.TabularInline):
+    """Weights 1-10 (0 excludes); names the product has sent are offered in the list."""
+
+    model = EventWeight
+    extra = 3
+
+    def get_formset(self, request, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+        if obj is not None:
+            names = set(
+                EventName.objects.filter(product_id=obj.product_id).values_list("name", flat=True)
+            )
+            names |= set(obj.weights.values_list("event_name", flat=True))
+            formset.form.base_fields["event_name"].widget = forms.Select(
+                choices=[("", "---------")] + [(name, name) for name in sorted(names)]
+            )
+        return formset
+
+
+class WorkspaceForm(forms.ModelForm):
+    class Meta:
+        model = Workspace
+        fields = ["product", "name", "lookback_days", "daily_event_cap", "account_filter"]
+        help_texts = {
+            "daily_event_cap": "At most this many of one event per user per day count. "
+            "Empty: no cap.",
+            "account_filter": 'Only accounts whose traits all match score here, e.g. '
+            '{"plan": "enterprise", "am.hosting": "Cloud"}. {} scores every account.',
+        }
+
+    def clean_account_filter(self):
+        value = self.cleaned_data.get("account_filter") or {}
+        if not isinstance(value, dict):
+            raise ValidationError('The account filter must be an object: {"trait": value, ...}.')
+        for key, expected in value.items():
+            if not key:
+                raise ValidationError("The account filter has an empty trait name.")
+            if isinstance(expected, dict | list):
+                raise ValidationError(
+                    f"Filter on {key!r}: compare with a text, number, true/false or null value."
+                )
+        return value
+
+
 @admin.register(Workspace)
 class WorkspaceAdmin(admin.ModelAdmin):
-    list_display = ["id", "name", "product", "lookback_days", "updated_at"]
+    """Changing the settings or the weights rescores the workspace once the save commits."""
+
+    form = WorkspaceForm
+    list_display = ["id", "name", "product", "lookback_days", "daily_event_cap", "updated_at"]
     list_filter = ["product"]
+    inlines = [EventWeightInline]
+    readonly_fields = ["scoring_status"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields + (["product"] if obj else [])
+
+    @admin.display(description="Scoring")
+    def scoring_status(self, obj):
+        state = ScoringState.objects.filter(workspace=obj).first() if obj else None
+        if state is None or state.refreshed_at is None:
+            return "Not scored yet."
+        return (
+            f"Refreshed {state.refreshed_at:%Y-%m-%d %H:%M:%S} UTC in {state.last_refresh_ms} ms; "
+            f"last full rescore {state.full_rescored_at:%Y-%m-%d %H:%M:%S} UTC in "
+            f"{state.last_full_rescore_ms} ms; p90 of raw scores {state.p90:g} "
+            f"(previous period {state.previous_p90:g})."
+        )
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        from engagement.tasks import workspace_rescore
+
+        workspace_id = form.instance.id
+        transaction.on_commit(lambda: workspace_rescore.delay(workspace_id))
+
+
+class SegmentForm(forms.ModelForm):
+    class Meta:
+        model = Segment
+        fields = ["workspace", "name", "target", "conditions"]
+        help_texts = {
+            "conditions": "A list; every condition must hold. "
+            '[{"field": "trait:am.status", "operator": "equals", "value": "active"}, '
+            '{"field": "metric:engagement_score", "operator": "greater_than", "value": 50}]. '
+            f"Operators: {', '.join(OPERATORS)}. Metrics: {', '.join(ACCOUNT_METRICS)} "
+            "(active_users, total_users, active_user_share: accounts only).",
+        }
+
+    def clean(self):
+        cleaned = super().clean()
+        target = cleaned.get("target")
+        conditions = cleaned.get("conditions")
+        if target and conditions is not None:
+            try:
+                segment_conditions_validate(target=target, conditions=conditions)
+            except ValidationError as exc:
+                self.add_error("conditions", exc)
+        return cleaned
+
+
+@admin.register(Segment)
+class SegmentAdmin(admin.ModelAdmin):
+    """Members are recomputed once the save commits, and after every score refresh."""
+
+    form = SegmentForm
+    list_display = ["id", "name", "workspace", "target", "member_count", "updated_at"]
+    list_filter = ["workspace", "target"]
+    search_fields = ["name"]
+
+    @admin.display(description="Members")
+    def member_count(self, obj):
+        return obj.members.count()
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        from engagement.tasks import segment_members_refresh
+
+        segment_id = obj.id
+        transaction.on_commit(lambda: segment_members_refresh.delay(segment_id))
+
+
+@admin.register(SegmentMember)
+class SegmentMemberAdmin(admin.ModelAdmin):
+    """Read-only: who is in which segment and since when."""
+
+    list_display = ["segment", "account", "user", "joined_at"]
+    list_filter = ["segment"]
+    list_select_related = ["segment", "account", "user"]
+    raw_id_fields = ["account", "user"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 class MembershipInline(admin.TabularInline):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from engagement import bulk
@@ -34,7 +34,9 @@ def events_store(*, product_id: int, events: Sequence[NewEvent]) -> None:
         _store_postgresql(product_id, events)
     else:
         _store_portable(product_id, events)
-    _known_event_names.update((product_id, name) for _, _, name, _ in events)
+    # Remembered only once committed: a rolled-back apply must not hide a name it never stored.
+    names = {(product_id, name) for _, _, name, _ in events}
+    transaction.on_commit(lambda: _known_event_names.update(names))
 
 
 def _new_names(product_id: int, events: Sequence[NewEvent]) -> bool:

@@ -1,5 +1,6 @@
 """The domain: products, workspaces, users, accounts, their links, events and daily rollups."""
 
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -29,7 +30,9 @@ class Workspace(models.Model):
     )
     # At most this many of one event per user per day count (None: no cap), so a loop or a bot
     # cannot dominate a score.
-    daily_event_cap = models.PositiveIntegerField(null=True, blank=True)
+    daily_event_cap = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)]
+    )
     # Only accounts whose traits match score here: {"trait": value, ...}, all must hold ({}: all).
     account_filter = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -44,13 +47,57 @@ class EventWeight(models.Model):
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="weights")
     event_name = models.CharField(max_length=255)
-    weight = models.PositiveSmallIntegerField(default=1)
+    weight = models.PositiveSmallIntegerField(default=1, validators=[MaxValueValidator(10)])
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["workspace", "event_name"], name="weight_unique"),
             models.CheckConstraint(condition=Q(weight__lte=10), name="weight_at_most_10"),
         ]
+
+
+class EventName(models.Model):
+    """An event name a product has sent: what the admin offers for weighting."""
+
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="event_names")
+    name = models.CharField(max_length=255)
+    first_seen_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["product", "name"], name="event_name_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ScoringState(models.Model):
+    """Where a workspace's scores stand: the engine's watermark and the normalisation inputs.
+
+    Kept apart from Workspace so that a long rescore, which locks this row, never blocks an admin
+    saving the workspace.
+    """
+
+    workspace = models.OneToOneField(
+        Workspace, on_delete=models.CASCADE, primary_key=True, related_name="scoring_state"
+    )
+    # Rollups, users, accounts and links changed after this instant are not yet reflected.
+    scored_through = models.DateTimeField(null=True, blank=True)
+    # The last day of the window the scores were computed for; a new day means a full rescore.
+    window_end = models.DateField(null=True, blank=True)
+    # Digest of lookback, cap, filter and weights at the last full rescore.
+    config_digest = models.CharField(max_length=64, blank=True, default="")
+    # 90th percentile of the workspace's non-zero raw scores, now and one period earlier.
+    p90 = models.FloatField(default=0)
+    previous_p90 = models.FloatField(default=0)
+    refreshed_at = models.DateTimeField(null=True, blank=True)
+    full_rescored_at = models.DateTimeField(null=True, blank=True)
+    last_refresh_ms = models.PositiveIntegerField(default=0)
+    last_full_rescore_ms = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"scoring state of workspace {self.workspace_id}"
 
 
 class TraitsMixin(models.Model):
@@ -80,7 +127,11 @@ class User(TraitsMixin):
                 fields=["product", "tracking_id"], name="user_unique_tracking_id"
             )
         ]
-        indexes = [models.Index(fields=["product", "email"], name="user_email_idx")]
+        indexes = [
+            models.Index(fields=["product", "email"], name="user_email_idx"),
+            # Scoring finds users whose traits or links changed since its watermark.
+            models.Index(fields=["product", "updated_at"], name="user_product_updated_idx"),
+        ]
 
     def __str__(self) -> str:
         return self.tracking_id
@@ -100,6 +151,9 @@ class Account(TraitsMixin):
                 fields=["product", "tracking_id"], name="account_unique_tracking_id"
             )
         ]
+        indexes = [
+            models.Index(fields=["product", "updated_at"], name="account_product_updated_idx")
+        ]
 
     def __str__(self) -> str:
         return self.tracking_id
@@ -117,7 +171,10 @@ class Membership(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["user", "account"], name="membership_unique")
         ]
-        indexes = [models.Index(fields=["user", "-linked_at"], name="membership_recent_idx")]
+        indexes = [
+            models.Index(fields=["user", "-linked_at"], name="membership_recent_idx"),
+            models.Index(fields=["created_at"], name="membership_created_idx"),
+        ]
 
 
 class Event(models.Model):
@@ -188,6 +245,12 @@ class ScoreFields(models.Model):
     # [{"event": name, "count": n, "weight": w, "points": count * weight}]
     score_breakdown = models.JSONField(default=list, blank=True)
     computed_at = models.DateTimeField(auto_now=True)
+    # The same computation over the window one lookback period earlier: score_change is
+    # engagement_score - previous_score.
+    previous_raw_score = models.FloatField(default=0)
+    previous_score = models.PositiveSmallIntegerField(default=0)
+    # Whole days since the createdAt trait (an ISO 8601 date), else since first seen; None: unknown.
+    tenure_days = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         abstract = True

@@ -11,7 +11,14 @@ from typing import Literal
 from django.db import connection, transaction
 from django.utils import timezone
 
-from engagement.models import Account, Event, Membership, Product, User, Workspace
+from engagement import bulk, event_store
+from engagement.models import (
+    Account,
+    Membership,
+    Product,
+    User,
+    Workspace,
+)
 
 MessageKind = Literal["identify", "group", "track"]
 _IN_CHUNK = 5000
@@ -56,31 +63,116 @@ def _chunks(values: Sequence, size: int = _IN_CHUNK) -> Iterable[Sequence]:
         yield values[start : start + size]
 
 
-def _lock_or_create(model: type[User] | type[Account], product_id: int, tracking_ids: set[str]):
-    """Rows for these tracking ids, created when missing, locked for this transaction.
+@dataclass(slots=True)
+class _UserState:
+    id: int
+    identified: bool
+    first_seen_at: datetime | None
+    traits: dict | None = None  # loaded only for users whose traits this batch merges
+    trait_times: dict | None = None
+    changed: bool = False  # traits, identity, first seen or links: written back
 
-    Locks are taken in id order so two workers touching the same rows cannot deadlock.
-    """
-    found: dict[str, User | Account] = {}
+
+@dataclass(slots=True)
+class _AccountState:
+    id: int
+    identified: bool
+    traits: dict | None = None
+    trait_times: dict | None = None
+    changed: bool = False
+
+
+def _users_lock_or_create(
+    product_id: int, tracking_ids: set[str], *, with_traits: set[str]
+) -> dict[str, _UserState]:
+    """The users with these tracking ids, created (not yet identified) when missing, all locked
+    in one id-ordered statement; traits are read only for those in `with_traits`."""
     if not tracking_ids:
-        return found
-    ordered = sorted(tracking_ids)
-
-    def load(ids: Sequence[str]) -> None:
-        for chunk in _chunks(list(ids)):
-            rows = (
-                model.objects.select_for_update()
-                .filter(product_id=product_id, tracking_id__in=chunk)
-                .order_by("id")
-            )
-            found.update({row.tracking_id: row for row in rows})
-
-    load(ordered)
-    missing = [tid for tid in ordered if tid not in found]
+        return {}
+    columns = ("id", "tracking_id", "identified", "first_seen_at")
+    rows = bulk.select_in(
+        User, columns, product_id=product_id, tracking_ids=tracking_ids, lock=True
+    )
+    missing = tracking_ids - {row[1] for row in rows}
     if missing:
-        model.objects.bulk_create(
-            [model(product_id=product_id, tracking_id=tid) for tid in missing],
-            ignore_conflicts=True,
+        now = timezone.now()
+        bulk.insert_ignoring_conflicts(
+            User,
+            (
+                "product",
+                "tracking_id",
+                "traits",
+                "trait_times",
+                "identified",
+                "email",
+                "created_at",
+                "updated_at",
+            ),
+            [(product_id, tid, {}, {}, False, "", now, now) for tid in sorted(missing)],
+        )
+        rows += bulk.select_in(
+            User, columns, product_id=product_id, tracking_ids=missing, lock=True
+        )
+    users = {
+        tid: _UserState(uid, identified, first_seen) for uid, tid, identified, first_seen in rows
+    }
+    if with_traits:
+        for tid, traits, trait_times in bulk.select_in(
+            User,
+            ("tracking_id", "traits", "trait_times"),
+            product_id=product_id,
+            tracking_ids=with_traits,
+            lock=False,
+        ):
+            users[tid].traits, users[tid].trait_times = traits, trait_times
+    return users
+
+
+def _accounts_lock_or_create(
+    product_id: int, tracking_ids: set[str], *, lock: set[str]
+) -> dict[str, _AccountState]:
+    """The accounts with these tracking ids, created when missing; those in `lock` (the ones
+    whose row this batch changes) are locked with their traits read, the rest only looked up."""
+    if not tracking_ids:
+        return {}
+    found: dict[str, _AccountState] = {}
+
+    def load(ids: set[str]) -> None:
+        if ids & lock:
+            for aid, tid, identified, traits, trait_times in bulk.select_in(
+                Account,
+                ("id", "tracking_id", "identified", "traits", "trait_times"),
+                product_id=product_id,
+                tracking_ids=ids & lock,
+                lock=True,
+            ):
+                found[tid] = _AccountState(aid, identified, traits, trait_times)
+        if ids - lock:
+            for aid, tid, identified in bulk.select_in(
+                Account,
+                ("id", "tracking_id", "identified"),
+                product_id=product_id,
+                tracking_ids=ids - lock,
+                lock=False,
+            ):
+                found[tid] = _AccountState(aid, identified)
+
+    load(tracking_ids)
+    missing = tracking_ids - found.keys()
+    if missing:
+        now = timezone.now()
+        bulk.insert_ignoring_conflicts(
+            Account,
+            (
+                "product",
+                "tracking_id",
+                "traits",
+                "trait_times",
+                "identified",
+                "created_at",
+                "updated_at",
+            ),
+            [(product_id, tid, {}, {}, False, now, now) for tid in sorted(missing)],
         )
         load(missing)
     return found
@@ -90,7 +182,7 @@ def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def _merge_traits(obj: User | Account, traits: dict, timestamp_ms: int) -> bool:
+def _merge_traits(obj: _UserState | _AccountState, traits: dict, timestamp_ms: int) -> bool:
     """Per key, the value with the later message time wins; ties go to the larger value so
     that the outcome never depends on the order in which messages are applied."""
     changed = False
@@ -107,54 +199,73 @@ def _merge_traits(obj: User | Account, traits: dict, timestamp_ms: int) -> bool:
     return changed
 
 
-def _user_email(user: User) -> str:
-    email = user.traits.get("email")
+def _user_email(traits: dict) -> str:
+    email = traits.get("email")
     return email[:320] if isinstance(email, str) else ""
 
 
-_ROLLUP_UPSERT = """
-INSERT INTO engagement_eventrollup
-    (product_id, user_id, account_id, account_key, event_name, day, count, last_at, updated_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (user_id, account_key, event_name, day) DO UPDATE SET
-    count = engagement_eventrollup.count + excluded.count,
-    updated_at = excluded.updated_at,
-    last_at = CASE WHEN excluded.last_at > engagement_eventrollup.last_at
-                   THEN excluded.last_at ELSE engagement_eventrollup.last_at END
+_LINK_ASSIGNMENTS = """
+    linked_at = CASE WHEN excluded.linked_at > engagement_membership.linked_at
+                     THEN excluded.linked_at ELSE engagement_membership.linked_at END
 """
 
 
-def _rollups_add(product_id: int, events: Sequence[Event]) -> None:
-    totals: dict[tuple[int, int, str, object], list] = {}
-    for event in events:
-        key = (event.user_id, event.account_id or 0, event.name, event.timestamp.date())
-        entry = totals.get(key)
-        if entry is None:
-            totals[key] = [1, event.timestamp]
-        else:
-            entry[0] += 1
-            if event.timestamp > entry[1]:
-                entry[1] = event.timestamp
-    ops = connection.ops
-    updated_at = ops.adapt_datetimefield_value(timezone.now())
-    rows = [
-        (
-            product_id,
-            user_id,
-            account_key or None,
-            account_key,
-            name,
-            ops.adapt_datefield_value(day),
-            count,
-            ops.adapt_datetimefield_value(last_at),
-            updated_at,
-        )
-        for (user_id, account_key, name, day), (count, last_at) in sorted(
-            totals.items(), key=lambda item: (item[0][0], item[0][1], item[0][2], str(item[0][3]))
-        )
-    ]
-    with connection.cursor() as cursor:
-        cursor.executemany(_ROLLUP_UPSERT, rows)
+def _links_upsert(links: dict[tuple[int, int], datetime]) -> None:
+    """Create the user-account links, or move an existing link's time forward."""
+    now = timezone.now()
+    bulk.upsert(
+        Membership,
+        ("user", "account", "linked_at", "created_at"),
+        [(user_id, account_id, when, now) for (user_id, account_id), when in sorted(links.items())],
+        conflict=("user", "account"),
+        assignments=_LINK_ASSIGNMENTS,
+    )
+
+
+def _latest_account_by_user(user_ids: set[int]) -> dict[int, int]:
+    """Each user's most recently linked account (ties: the larger account id)."""
+    latest: dict[int, tuple[datetime, int]] = {}
+    for chunk in _chunks(sorted(user_ids)):
+        for user_id, account_id, when in Membership.objects.filter(user_id__in=chunk).values_list(
+            "user_id", "account_id", "linked_at"
+        ):
+            current = latest.get(user_id)
+            if current is None or (when, account_id) > current:
+                latest[user_id] = (when, account_id)
+    return {user_id: account_id for user_id, (_, account_id) in latest.items()}
+
+
+def _users_write(users: Iterable[_UserState], now: datetime) -> None:
+    changed = sorted((u for u in users if u.changed), key=lambda u: u.id)
+    bulk.update_by_id(
+        User,
+        ("identified", "first_seen_at", "updated_at"),
+        [(u.id, u.identified, u.first_seen_at, now) for u in changed],
+    )
+    merged = [u for u in changed if u.traits is not None]
+    bulk.update_by_id(
+        User,
+        ("traits", "trait_times", "email"),
+        [(u.id, u.traits, u.trait_times, _user_email(u.traits)) for u in merged],
+    )
+
+
+def _accounts_write(accounts: Iterable[_AccountState], now: datetime) -> None:
+    changed = sorted((a for a in accounts if a.changed), key=lambda a: a.id)
+    bulk.update_by_id(
+        Account,
+        ("identified", "traits", "trait_times", "updated_at"),
+        [
+            (a.id, a.identified, a.traits, a.trait_times, now)
+            for a in changed
+            if a.traits is not None
+        ],
+    )
+    bulk.update_by_id(
+        Account,
+        ("identified", "updated_at"),
+        [(a.id, a.identified, now) for a in changed if a.traits is None],
+    )
 
 
 def messages_apply(*, product_id: int, messages: Sequence[Message]) -> ApplyResult:
@@ -163,6 +274,9 @@ def messages_apply(*, product_id: int, messages: Sequence[Message]) -> ApplyResu
     Any order of the same messages ends in the same users, accounts, traits and links. A track
     for an unknown user creates that user as not yet identified. An event counts for the account
     its message names, else the user's most recently linked account.
+
+    A fixed number of set-based statements per call, whatever the number of messages: no query
+    per message (bench/bench_ingest.py measures the rate of one worker).
     """
     result = ApplyResult()
     if not messages:
@@ -170,109 +284,134 @@ def messages_apply(*, product_id: int, messages: Sequence[Message]) -> ApplyResu
     ordered = sorted(messages, key=lambda m: m.timestamp_ms)
     user_ids = {m.user_id for m in ordered if m.user_id}
     account_ids = {m.group_id for m in ordered if m.group_id}
+    grouped = {m.group_id for m in ordered if m.kind == "group"}
+    with_traits = {m.user_id for m in ordered if m.kind == "identify" and m.traits}
 
     with transaction.atomic():
-        users = _lock_or_create(User, product_id, user_ids)
-        accounts = _lock_or_create(Account, product_id, account_ids)
+        users = _users_lock_or_create(product_id, user_ids, with_traits=with_traits)
+        accounts = _accounts_lock_or_create(product_id, account_ids, lock=grouped)
         links: dict[tuple[int, int], datetime] = {}
-        tracks: list[Message] = []
+        tracks: list[tuple[_UserState, str | None, str, int]] = []
 
         for message in ordered:
-            when = _ms_to_datetime(message.timestamp_ms)
             user = users.get(message.user_id) if message.user_id else None
+            if message.kind == "track":
+                tracks.append((user, message.group_id, message.event, message.timestamp_ms))
+                continue  # first and last seen come from the events, in SQL
+            when = _ms_to_datetime(message.timestamp_ms)
             account = accounts.get(message.group_id) if message.group_id else None
             if user is not None and (user.first_seen_at is None or when < user.first_seen_at):
                 user.first_seen_at = when
+                user.changed = True
             if message.kind == "identify":
-                user.identified = True
-                if message.traits:
-                    _merge_traits(user, message.traits, message.timestamp_ms)
-                    user.email = _user_email(user)
-            elif message.kind == "group":
-                account.identified = True
-                if message.traits:
-                    _merge_traits(account, message.traits, message.timestamp_ms)
+                if not user.identified:
+                    user.identified = user.changed = True
+                if message.traits and _merge_traits(user, message.traits, message.timestamp_ms):
+                    user.changed = True
             else:
-                tracks.append(message)
-                if user.last_seen_at is None or when > user.last_seen_at:
-                    user.last_seen_at = when
-                continue
+                if not account.identified:
+                    account.identified = account.changed = True
+                if message.traits and _merge_traits(account, message.traits, message.timestamp_ms):
+                    account.changed = True
             if user is not None and account is not None:
                 key = (user.id, account.id)
                 if key not in links or when > links[key]:
                     links[key] = when
+                user.changed = True
 
-        memberships = _memberships_upsert(set(u.id for u in users.values()), links)
-        latest_account = _latest_account_by_user(memberships)
-
-        events = []
-        for message in tracks:
-            user = users[message.user_id]
-            if message.group_id:
-                account_id = accounts[message.group_id].id
-            else:
-                account_id = latest_account.get(user.id)
-            events.append(
-                Event(
-                    product_id=product_id,
-                    user_id=user.id,
-                    account_id=account_id,
-                    name=message.event,
-                    timestamp=_ms_to_datetime(message.timestamp_ms),
-                )
+        now = timezone.now()
+        _users_write(users.values(), now)
+        _accounts_write(accounts.values(), now)
+        _links_upsert(links)
+        unlinked = {user.id for user, group_id, _, _ in tracks if not group_id}
+        latest_account = _latest_account_by_user(unlinked) if unlinked else {}
+        events = [
+            (
+                user.id,
+                accounts[group_id].id if group_id else latest_account.get(user.id),
+                name,
+                ms,
             )
-            if account_id:
-                result.accounts_touched.add(account_id)
-        if events:
-            Event.objects.bulk_create(events, batch_size=2000)
-            _rollups_add(product_id, events)
-
-        if users:
-            User.objects.bulk_update(
-                list(users.values()),
-                ["traits", "trait_times", "identified", "email", "first_seen_at", "last_seen_at"],
-                batch_size=1000,
-            )
-        if accounts:
-            Account.objects.bulk_update(
-                list(accounts.values()), ["traits", "trait_times", "identified"], batch_size=1000
-            )
+            for user, group_id, name, ms in tracks
+        ]
+        event_store.events_store(product_id=product_id, events=events)
     result.users_touched.update(u.id for u in users.values())
     result.accounts_touched.update(a.id for a in accounts.values())
+    result.accounts_touched.update(account_id for _, account_id, _, _ in events if account_id)
     result.accounts_touched.update(account_id for _, account_id in links)
     result.events_created = len(events)
     return result
 
 
-def _memberships_upsert(
-    user_ids: set[int], links: dict[tuple[int, int], datetime]
-) -> list[tuple[int, int, datetime]]:
-    """Create or move forward the links; return every link of these users (user, account, when)."""
-    existing: dict[tuple[int, int], Membership] = {}
-    for chunk in _chunks(sorted(user_ids)):
-        for membership in Membership.objects.filter(user_id__in=chunk):
-            existing[(membership.user_id, membership.account_id)] = membership
-    to_create, to_update = [], []
-    for (user_id, account_id), when in links.items():
-        membership = existing.get((user_id, account_id))
-        if membership is None:
-            membership = Membership(user_id=user_id, account_id=account_id, linked_at=when)
-            existing[(user_id, account_id)] = membership
-            to_create.append(membership)
-        elif when > membership.linked_at:
-            membership.linked_at = when
-            to_update.append(membership)
-    if to_create:
-        Membership.objects.bulk_create(to_create, ignore_conflicts=True)
-    if to_update:
-        Membership.objects.bulk_update(to_update, ["linked_at"])
-    return [(m.user_id, m.account_id, m.linked_at) for m in existing.values()]
+@dataclass(frozen=True, slots=True)
+class PrefixedTraitsResult:
+    matched: int  # accounts that existed before
+    created: int  # accounts created (not yet identified) so the traits wait there
 
 
-def _latest_account_by_user(memberships: list[tuple[int, int, datetime]]) -> dict[int, int]:
-    latest: dict[int, tuple[datetime, int]] = {}
-    for user_id, account_id, when in memberships:
-        current = latest.get(user_id)
-        if current is None or (when, account_id) > current:
-            latest[user_id] = (when, account_id)
-    return {user_id: account_id for user_id, (_, account_id) in latest.items()}
+def account_prefixed_traits_replace(
+    *, product_id: int, traits_by_tracking_id: dict[str, dict], prefix: str = "am."
+) -> PrefixedTraitsResult:
+    """Replace every trait whose key starts with `prefix` on these accounts; others stay.
+
+    A missing account is created as not yet identified. Every new key must start with the prefix.
+    Bulk queries only; rows are locked the same way `messages_apply` locks them, so an ingestion
+    worker merging traits at the same moment cannot lose either write.
+    """
+    if not traits_by_tracking_id:
+        return PrefixedTraitsResult(matched=0, created=0)
+    for tracking_id, traits in traits_by_tracking_id.items():
+        stray = [key for key in traits if not key.startswith(prefix)]
+        if stray:
+            raise ValueError(f"traits for {tracking_id!r} outside the {prefix!r} prefix: {stray}")
+    tracking_ids = sorted(traits_by_tracking_id)
+    now = timezone.now()
+    now_ms = int(now.timestamp() * 1000)
+    with transaction.atomic():
+        accounts: dict[str, Account] = {}
+
+        def lock(ids: Sequence[str]) -> None:  # the same order as _lock_or_create: no deadlock
+            for chunk in _chunks(ids):
+                rows = (
+                    Account.objects.select_for_update()
+                    .filter(product_id=product_id, tracking_id__in=chunk)
+                    .only("id", "tracking_id", "traits", "trait_times")
+                    .order_by("id")
+                )
+                accounts.update({row.tracking_id: row for row in rows})
+
+        lock(tracking_ids)
+        missing = [tid for tid in tracking_ids if tid not in accounts]
+        if missing:
+            Account.objects.bulk_create(
+                [Account(product_id=product_id, tracking_id=tid) for tid in missing],
+                ignore_conflicts=True,
+            )
+            lock(missing)
+        for tracking_id, account in accounts.items():
+            for key in [k for k in account.traits if k.startswith(prefix)]:
+                del account.traits[key]
+                account.trait_times.pop(key, None)
+            for key, value in traits_by_tracking_id[tracking_id].items():
+                account.traits[key] = value
+                account.trait_times[key] = now_ms
+        # One parameterised UPDATE per row, sent as a batch: far cheaper than bulk_update's
+        # CASE expressions for JSON columns, and portable across PostgreSQL and SQLite.
+        traits_field = Account._meta.get_field("traits")
+        updated_at = Account._meta.get_field("updated_at").get_db_prep_save(now, connection)
+        rows = [
+            (
+                traits_field.get_db_prep_save(account.traits, connection),
+                traits_field.get_db_prep_save(account.trait_times, connection),
+                updated_at,
+                account.id,
+            )
+            for account in sorted(accounts.values(), key=lambda a: a.id)
+        ]
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "UPDATE engagement_account SET traits = %s, trait_times = %s, updated_at = %s"
+                " WHERE id = %s",
+                rows,
+            )
+    return PrefixedTraitsResult(matched=len(tracking_ids) - len(missing), created=len(missing))

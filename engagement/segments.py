@@ -1,0 +1,235 @@
+"""Segments: which accounts or users of a workspace meet every condition, and since when.
+
+A condition is {"field": "trait:<key>" | "metric:<name>", "operator": ..., "value": ...}. Trait keys
+are taken whole, dots included (`trait:am.status` reads the trait named "am.status"). Membership is
+computed in SQL against the precomputed score tables and kept as SegmentMember rows: new members
+get joined_at = the refresh time, members that stop matching are removed, the rest keep their
+joined_at.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from numbers import Real
+
+from django.core.exceptions import ValidationError
+from django.db import connection
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from engagement.models import AccountScore, Segment, SegmentMember, UserScore
+
+logger = logging.getLogger(__name__)
+
+OPERATORS = (
+    "equals",
+    "not_equals",
+    "contains",
+    "greater_than",
+    "less_than",
+    "is_set",
+    "is_not_set",
+    "within_last_days",
+)
+# Metrics a condition can test, per target; every one is a column of the score table.
+USER_METRICS = (
+    "engagement_score",
+    "score_change",
+    "raw_score",
+    "percentile_rank",
+    "active_days",
+    "events_in_window",
+    "adoption",
+    "last_seen",
+    "tenure_days",
+)
+ACCOUNT_METRICS = (*USER_METRICS, "active_users", "total_users", "active_user_share")
+_DATETIME_METRICS = ("last_seen",)
+_NO_VALUE = ("is_set", "is_not_set")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def segment_conditions_validate(*, target: str, conditions: object) -> list[dict]:
+    """The conditions if every one is usable, else a ValidationError listing each fault."""
+    if not isinstance(conditions, list):
+        raise ValidationError("Conditions must be a list of {field, operator, value} objects.")
+    metrics = USER_METRICS if target == Segment.Target.USERS else ACCOUNT_METRICS
+    errors: list[str] = []
+    for number, condition in enumerate(conditions, start=1):
+        where = f"Condition {number}"
+        if not isinstance(condition, dict):
+            errors.append(f"{where}: must be an object with field, operator and value.")
+            continue
+        field = condition.get("field")
+        operator = condition.get("operator")
+        value = condition.get("value")
+        unknown = set(condition) - {"field", "operator", "value"}
+        if unknown:
+            errors.append(f"{where}: unknown keys {sorted(unknown)}.")
+        if operator not in OPERATORS:
+            errors.append(f"{where}: operator must be one of {', '.join(OPERATORS)}.")
+            continue
+        if not isinstance(field, str) or not field.startswith(("trait:", "metric:")):
+            errors.append(f"{where}: field must be 'trait:<key>' or 'metric:<name>'.")
+            continue
+        kind, name = field.split(":", 1)
+        if not name:
+            errors.append(f"{where}: field needs a name after '{kind}:'.")
+            continue
+        if kind == "metric" and name not in metrics:
+            errors.append(f"{where}: unknown metric {name!r}; use one of {', '.join(metrics)}.")
+            continue
+        if operator in _NO_VALUE:
+            continue
+        if value is None:
+            errors.append(f"{where}: {operator} needs a value.")
+        elif operator == "within_last_days":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                errors.append(f"{where}: within_last_days needs a whole number of days (>= 0).")
+            elif kind == "metric" and name not in _DATETIME_METRICS:
+                errors.append(f"{where}: within_last_days applies to last_seen, not {name}.")
+        elif operator == "contains":
+            if kind == "metric":
+                errors.append(f"{where}: contains applies to traits, not metrics.")
+            elif not isinstance(value, str) or not value:
+                errors.append(f"{where}: contains needs a non-empty text value.")
+        elif kind == "metric":
+            if name in _DATETIME_METRICS:
+                if operator in ("equals", "not_equals"):
+                    errors.append(f"{where}: compare last_seen with greater_than or less_than.")
+                elif not isinstance(value, str) or parse_datetime(value) is None:
+                    errors.append(f"{where}: last_seen compares with an ISO 8601 date-time.")
+            elif not _is_number(value):
+                errors.append(f"{where}: {name} compares with a number.")
+        elif operator in ("greater_than", "less_than") and not (
+            _is_number(value) or isinstance(value, str)
+        ):
+            errors.append(f"{where}: {operator} compares with a number or an ISO 8601 date.")
+    if errors:
+        raise ValidationError(errors)
+    return conditions
+
+
+def _trait_q(
+    queryset: QuerySet, index: int, source: str, key: str, operator: str, value, now: datetime
+) -> QuerySet:
+    """Filter on one trait; the trait's JSON value is compared as JSON (5 and "5" differ)."""
+    alias = f"_c{index}"
+    text_alias = f"_c{index}_text"
+    # The text form is cast so that comparisons are plain text ones on every database.
+    queryset = queryset.annotate(
+        **{
+            alias: KeyTransform(key, source),
+            text_alias: Cast(KeyTextTransform(key, source), TextField()),
+        }
+    )
+    present = Q(**{f"{alias}__isnull": False}) & ~Q(**{alias: None})
+    if operator == "equals":
+        return queryset.filter(Q(**{alias: value}))
+    if operator == "not_equals":
+        return queryset.filter(~present | ~Q(**{alias: value}))
+    if operator == "contains":
+        return queryset.filter(**{f"{text_alias}__icontains": value})
+    if operator == "greater_than":
+        return queryset.filter(present, Q(**{f"{alias}__gt": value}))
+    if operator == "less_than":
+        return queryset.filter(present, Q(**{f"{alias}__lt": value}))
+    if operator == "is_set":
+        return queryset.filter(present)
+    if operator == "is_not_set":
+        return queryset.filter(~present)
+    # within_last_days: an ISO 8601 date or date-time from the start of the day N days ago
+    # up to now (ISO strings of one format order as text).
+    since = (now - timedelta(days=value)).date().isoformat()
+    until = (now + timedelta(days=1)).date().isoformat()
+    return queryset.filter(
+        **{f"{text_alias}__gte": since, f"{text_alias}__lt": until}
+    )
+
+
+def _metric_q(name: str, operator: str, value, now: datetime) -> Q:
+    if name in _DATETIME_METRICS and operator in ("greater_than", "less_than"):
+        value = parse_datetime(value)
+        if timezone.is_naive(value):
+            value = timezone.make_aware(value, timezone.get_fixed_timezone(0))
+    if operator == "equals":
+        return Q(**{name: value})
+    if operator == "not_equals":
+        return ~Q(**{name: value}) | Q(**{f"{name}__isnull": True})
+    if operator == "greater_than":
+        return Q(**{f"{name}__gt": value})
+    if operator == "less_than":
+        return Q(**{f"{name}__lt": value})
+    if operator == "is_set":
+        return Q(**{f"{name}__isnull": False})
+    if operator == "is_not_set":
+        return Q(**{f"{name}__isnull": True})
+    if operator == "within_last_days":
+        return Q(**{f"{name}__gte": now - timedelta(days=value), f"{name}__lte": now})
+    raise ValueError(f"operator {operator!r} does not apply to metrics")
+
+
+def segment_matching(*, segment: Segment, now: datetime | None = None) -> QuerySet:
+    """Score rows of the segment's workspace that meet every condition."""
+    now = now or timezone.now()
+    if segment.target == Segment.Target.USERS:
+        queryset = UserScore.objects.filter(workspace_id=segment.workspace_id)
+        source = "user__traits"
+    else:
+        queryset = AccountScore.objects.filter(workspace_id=segment.workspace_id)
+        source = "account__traits"
+    conditions = segment_conditions_validate(target=segment.target, conditions=segment.conditions)
+    for index, condition in enumerate(conditions):
+        kind, name = condition["field"].split(":", 1)
+        operator, value = condition["operator"], condition.get("value")
+        if kind == "trait":
+            queryset = _trait_q(queryset, index, source, name, operator, value, now)
+        else:
+            queryset = queryset.filter(_metric_q(name, operator, value, now))
+    return queryset
+
+
+def segment_refresh(*, segment: Segment, now: datetime | None = None) -> tuple[int, int]:
+    """Bring one segment's members up to date; returns (joined, left)."""
+    now = now or timezone.now()
+    column = "user_id" if segment.target == Segment.Target.USERS else "account_id"
+    try:
+        matching = segment_matching(segment=segment, now=now).values(column)
+    except ValidationError as exc:
+        logger.warning("segment %s has invalid conditions, skipped: %s", segment.id, exc)
+        return 0, 0
+    left, _ = (
+        SegmentMember.objects.filter(segment=segment)
+        .exclude(**{f"{column}__in": matching})
+        .delete()
+    )
+    sql, params = matching.query.sql_with_params()
+    other = "account_id" if column == "user_id" else "user_id"
+    with connection.cursor() as cursor:
+        # Fixed column names; the subquery is the ORM's, its values are parameters.
+        cursor.execute(
+            f"""
+            INSERT INTO engagement_segmentmember (segment_id, {column}, {other}, joined_at)
+            SELECT %s, q.{column}, NULL, %s FROM ({sql}) q
+            WHERE NOT EXISTS (
+                SELECT 1 FROM engagement_segmentmember x
+                WHERE x.segment_id = %s AND x.{column} = q.{column})
+            ON CONFLICT DO NOTHING
+            """,  # noqa: S608
+            [segment.id, connection.ops.adapt_datetimefield_value(now), *params, segment.id],
+        )
+        joined = cursor.rowcount
+    return joined, left
+
+
+def segments_refresh(*, workspace_id: int, now: datetime | None = None) -> None:
+    """Refresh every segment of a workspace (after each score refresh)."""
+    for segment in Segment.objects.filter(workspace_id=workspace_id).order_by("id"):
+        segment_refresh(segment=segment, now=now)

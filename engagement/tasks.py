@@ -1,0 +1,52 @@
+"""Celery tasks of the engagement domain: each loads by id and calls a service."""
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+
+from engagement import scoring
+from engagement.models import Segment, Workspace
+from engagement.segments import segment_refresh
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(ignore_result=True)
+def scores_refresh_due() -> int:
+    """Periodic: one refresh task per workspace with new events, traits, links or settings."""
+    queued = 0
+    for workspace in Workspace.objects.order_by("id"):
+        if scoring.workspace_refresh_is_due(workspace=workspace):
+            # A refresh queued behind a slow one is pointless after the next tick queues another.
+            workspace_refresh.apply_async(
+                args=[workspace.id], expires=settings.SCORING_REFRESH_SECONDS * 3
+            )
+            queued += 1
+    return queued
+
+
+@shared_task(ignore_result=True)
+def workspace_refresh(workspace_id: int) -> str:
+    """Incremental refresh (or a full rescore when the day or the settings changed)."""
+    if not Workspace.objects.filter(id=workspace_id).exists():
+        return "gone"
+    return scoring.workspace_refresh(workspace_id=workspace_id).mode
+
+
+@shared_task(ignore_result=True)
+def workspace_rescore(workspace_id: int) -> str:
+    """Full rescore: the workspace's settings or weights were changed."""
+    if not Workspace.objects.filter(id=workspace_id).exists():
+        return "gone"
+    return scoring.workspace_rescore(workspace_id=workspace_id).mode
+
+
+@shared_task(ignore_result=True)
+def segment_members_refresh(segment_id: int) -> int:
+    """A segment was created or its conditions changed: recompute its members now."""
+    segment = Segment.objects.filter(id=segment_id).first()
+    if segment is None:
+        return 0
+    joined, _ = segment_refresh(segment=segment)
+    return joined

@@ -1,0 +1,41 @@
+"""Builders for scoring tests: messages go through the real apply path (users, links, rollups)."""
+
+from datetime import UTC, datetime, timedelta
+
+from engagement.services import Message, messages_apply
+
+
+def ms(days_ago: float = 0, hours: float = 0) -> int:
+    """A message time `days_ago` UTC days before today at 00:30, plus `hours` (same day)."""
+    today = datetime.now(UTC).replace(hour=0, minute=30, second=0, microsecond=0)
+    return int((today - timedelta(days=days_ago) + timedelta(hours=hours)).timestamp() * 1000)
+
+
+def track(user: str, event: str, *, days_ago: int = 0, times: int = 1, account: str | None = None):
+    return [
+        Message(
+            kind="track",
+            timestamp_ms=ms(days_ago, hours=i * 0.001),
+            user_id=user,
+            event=event,
+            group_id=account,
+        )
+        for i in range(times)
+    ]
+
+
+def group(user: str, account: str, traits: dict | None = None, *, days_ago: int = 40):
+    return [
+        Message(
+            kind="group", timestamp_ms=ms(days_ago), user_id=user, group_id=account, traits=traits
+        )
+    ]
+
+
+def identify(user: str, traits: dict, *, days_ago: int = 40):
+    return [Message(kind="identify", timestamp_ms=ms(days_ago), user_id=user, traits=traits)]
+
+
+def apply(tenant, *batches):
+    messages = [m for batch in batches for m in batch]
+    return messages_apply(product_id=tenant.product.id, messages=messages)

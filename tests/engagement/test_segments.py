@@ -1,0 +1,160 @@
+"""Segments: every operator on traits (am. keys included) and metrics, join and leave times."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from engagement.models import Segment, SegmentMember
+from engagement.scoring import workspace_refresh, workspace_rescore
+from engagement.segments import segment_conditions_validate, segment_refresh
+from tests.engagement.helpers import apply, group, track
+
+
+def days_ago(n: int) -> str:
+    return (datetime.now(UTC) - timedelta(days=n)).date().isoformat()
+
+
+@pytest.fixture
+def scored(acme):
+    """A: enterprise, active, 50 seats, scores 100. B: free, cancelled, 5 seats, 36. C: bare."""
+    apply(
+        acme,
+        group(
+            "a1",
+            "A",
+            {
+                "name": "Acme Corp",
+                "plan": "enterprise",
+                "am.status": "active",
+                "am.tier": "50 Users",
+                "seats": 50,
+                "trialStarted": days_ago(3),
+            },
+        ),
+        group(
+            "b1",
+            "B",
+            {
+                "name": "Beta LLC",
+                "plan": "free",
+                "am.status": "cancelled",
+                "seats": 5,
+                "trialStarted": days_ago(30),
+            },
+        ),
+        group("c1", "C", {"name": "corpus inc"}),
+        track("a1", "Login", times=3),
+        track("b1", "Login"),
+    )
+    workspace_rescore(workspace_id=acme.workspace.id)
+    return acme
+
+
+def members(segment: Segment) -> set[str]:
+    rows = SegmentMember.objects.filter(segment=segment).select_related("account", "user")
+    return {(row.account or row.user).tracking_id for row in rows}
+
+
+def segment_of(tenant, *conditions, target=Segment.Target.ACCOUNTS) -> Segment:
+    segment = Segment.objects.create(
+        workspace=tenant.workspace, name="s", target=target, conditions=list(conditions)
+    )
+    segment_refresh(segment=segment)
+    return segment
+
+
+def cond(field, operator, value=None):
+    return {"field": field, "operator": operator, "value": value}
+
+
+@pytest.mark.parametrize(
+    ("condition", "expected"),
+    [
+        (cond("trait:am.status", "equals", "active"), {"A"}),
+        (cond("trait:plan", "not_equals", "free"), {"A", "C"}),  # C has no plan at all
+        (cond("trait:name", "contains", "CORP"), {"A", "C"}),
+        (cond("trait:seats", "greater_than", 10), {"A"}),
+        (cond("trait:seats", "less_than", 10), {"B"}),
+        (cond("trait:am.tier", "is_set"), {"A"}),
+        (cond("trait:am.tier", "is_not_set"), {"B", "C"}),
+        (cond("trait:trialStarted", "within_last_days", 7), {"A"}),
+        (cond("metric:engagement_score", "greater_than", 50), {"A"}),
+        (cond("metric:engagement_score", "less_than", 50), {"B", "C"}),
+        (cond("metric:engagement_score", "equals", 36), {"B"}),
+        (cond("metric:engagement_score", "not_equals", 36), {"A", "C"}),
+        (cond("metric:active_users", "equals", 0), {"C"}),
+        (cond("metric:last_seen", "within_last_days", 1), {"A", "B"}),
+        (cond("metric:last_seen", "is_not_set"), {"C"}),
+    ],
+)
+def test_each_operator(scored, condition, expected):
+    assert members(segment_of(scored, condition)) == expected
+
+
+def test_all_conditions_must_hold(scored):
+    segment = segment_of(
+        scored,
+        cond("trait:name", "contains", "corp"),
+        cond("metric:engagement_score", "greater_than", 0),
+    )
+    assert members(segment) == {"A"}
+
+
+def test_user_segments_use_user_traits_and_metrics(scored):
+    segment = segment_of(
+        scored,
+        cond("metric:raw_score", "greater_than", 0),
+        target=Segment.Target.USERS,
+    )
+    assert members(segment) == {"a1", "b1"}
+
+
+def test_members_join_and_leave_with_their_times(scored):
+    segment = segment_of(scored, cond("metric:engagement_score", "greater_than", 50))
+    first = SegmentMember.objects.get(segment=segment)
+    assert first.account.tracking_id == "A"
+    # B overtakes A: B joins now, A leaves; a member that stays keeps its joined_at.
+    apply(scored, track("b1", "Login", times=20))
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    workspace_refresh(workspace_id=scored.workspace.id, now=later)
+    assert members(segment) == {"B"}
+    assert SegmentMember.objects.get(segment=segment).joined_at == later
+    segment_refresh(segment=segment, now=later + timedelta(hours=1))
+    assert SegmentMember.objects.get(segment=segment).joined_at == later
+
+
+def test_trait_change_moves_membership_on_the_next_refresh(scored, settings):
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
+    segment = segment_of(scored, cond("trait:am.status", "equals", "active"))
+    assert members(segment) == {"A"}
+    apply(scored, group("b1", "B", {"am.status": "active"}, days_ago=0))
+    workspace_refresh(workspace_id=scored.workspace.id)
+    assert members(segment) == {"A", "B"}
+
+
+@pytest.mark.parametrize(
+    ("conditions", "message"),
+    [
+        ("not a list", "must be a list"),
+        ([cond("trait:plan", "matches", "x")], "operator must be one of"),
+        ([cond("plan", "equals", "x")], "field must be 'trait:<key>' or 'metric:<name>'"),
+        ([cond("metric:karma", "equals", 1)], "unknown metric 'karma'"),
+        ([cond("metric:engagement_score", "contains", "1")], "contains applies to traits"),
+        ([cond("metric:engagement_score", "greater_than", "high")], "compares with a number"),
+        ([cond("trait:signup", "within_last_days", "7")], "whole number of days"),
+        ([cond("metric:raw_score", "within_last_days", 7)], "applies to last_seen"),
+        ([cond("trait:plan", "equals")], "equals needs a value"),
+    ],
+)
+def test_invalid_conditions_are_refused_with_a_clear_message(conditions, message):
+    with pytest.raises(ValidationError) as error:
+        segment_conditions_validate(target="accounts", conditions=conditions)
+    assert message in " ".join(error.value.messages)
+
+
+def test_account_metrics_are_not_user_metrics():
+    with pytest.raises(ValidationError, match="unknown metric 'total_users'"):
+        segment_conditions_validate(
+            target="users", conditions=[cond("metric:total_users", "greater_than", 1)]
+        )

@@ -1,0 +1,28 @@
+"""The periodic task refreshes workspaces that have new data, and only those."""
+
+import pytest
+
+from config.celery import app
+from engagement.models import UserScore
+from engagement.services import product_create
+from engagement.tasks import scores_refresh_due
+from tests.engagement.helpers import apply, track
+
+
+@pytest.fixture
+def eager_tasks():
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+def test_periodic_refresh_scores_new_events_and_skips_idle_workspaces(acme, eager_tasks, settings):
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
+    _, quiet = product_create(name="Quiet")
+    assert scores_refresh_due() == 2  # never scored: both start with a full rescore
+    assert scores_refresh_due() == 0
+    apply(acme, track("u1", "Login"))
+    assert scores_refresh_due() == 1  # only Acme has new data
+    score = UserScore.objects.get(workspace=acme.workspace, user__tracking_id="u1")
+    assert (score.raw_score, score.engagement_score) == (1, 100)
+    assert not UserScore.objects.filter(workspace=quiet).exists()
