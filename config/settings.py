@@ -148,6 +148,10 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 3600.0,
     },
     # Scores move within a minute of new events: refresh the workspaces whose data changed.
+    "events-partitions-maintain": {
+        "task": "engagement.tasks.event_partitions_maintain",
+        "schedule": 3600.0,
+    },
     "scores-refresh-due": {
         "task": "engagement.tasks.scores_refresh_due",
         "schedule": float(env_int("SCORING_REFRESH_SECONDS", 10, minimum=1)),
@@ -181,6 +185,9 @@ SCORING_WATERMARK_OVERLAP_SECONDS = env_int(
 )
 # PostgreSQL work_mem for a refresh's aggregations (SET LOCAL: this transaction only).
 SCORING_WORK_MEM_MB = env_int("SCORING_WORK_MEM_MB", 256, minimum=4)
+# Raw events older than this are deleted (whole daily partitions on PostgreSQL); the daily
+# rollups that scores read are kept.
+EVENTS_RETENTION_DAYS = env_int("EVENTS_RETENTION_DAYS", 90, minimum=1)
 
 # --- Marketplace ----------------------------------------------------------------------------
 MARKETPLACE_API_URL = env_str("MARKETPLACE_API_URL", "https://api.atlassian.com").rstrip("/")

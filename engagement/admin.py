@@ -57,7 +57,7 @@ class WorkspaceForm(forms.ModelForm):
         help_texts = {
             "daily_event_cap": "At most this many of one event per user per day count. "
             "Empty: no cap.",
-            "account_filter": 'Only accounts whose traits all match score here, e.g. '
+            "account_filter": "Only accounts whose traits all match score here, e.g. "
             '{"plan": "enterprise", "am.hosting": "Cloud"}. {} scores every account.',
         }
 

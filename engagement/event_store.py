@@ -10,7 +10,7 @@ aggregation and multi-row statements.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -165,3 +165,73 @@ def _store_portable(product_id: int, events: Sequence[NewEvent]) -> None:
             ("product", "name", "first_seen_at"),
             [(product_id, name, now) for name in sorted({name for _, _, name, _ in events})],
         )
+
+
+# --- Partitions and retention ------------------------------------------------------------------
+
+_PARTITION_PREFIX = "engagement_event_p"
+
+
+def _partition_name(day: date) -> str:
+    return f"{_PARTITION_PREFIX}{day:%Y%m%d}"
+
+
+def _existing_partitions(cursor) -> dict[str, date]:
+    cursor.execute(
+        """SELECT c.relname FROM pg_inherits i
+           JOIN pg_class c ON c.oid = i.inhrelid
+           JOIN pg_class p ON p.oid = i.inhparent
+           WHERE p.relname = 'engagement_event'"""
+    )
+    found = {}
+    for (name,) in cursor.fetchall():
+        suffix = name.removeprefix(_PARTITION_PREFIX)
+        if name.startswith(_PARTITION_PREFIX) and suffix.isdigit() and len(suffix) == 8:
+            found[name] = datetime.strptime(suffix, "%Y%m%d").replace(tzinfo=UTC).date()
+    return found
+
+
+def partitions_maintain(*, today: date, days_ahead: int, retention_days: int) -> dict[str, int]:
+    """Create a daily partition for today and the next `days_ahead` days (moving in any rows
+    the DEFAULT partition already holds for that day), drop the daily partitions older than
+    `retention_days`, and delete older rows elsewhere. Rollups are never touched."""
+    cutoff = today - timedelta(days=retention_days)
+    created = dropped = 0
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor != "postgresql":
+            deleted = Event.objects.filter(timestamp__lt=_midnight(cutoff)).delete()[0]
+            return {"created": 0, "dropped": 0, "deleted": deleted}
+        existing = _existing_partitions(cursor)
+        for offset in range(days_ahead + 1):
+            day = today + timedelta(days=offset)
+            name = _partition_name(day)
+            if name in existing:
+                continue
+            start, end = _midnight(day), _midnight(day + timedelta(days=1))
+            # A new partition may not overlap rows in DEFAULT: move them in before attaching.
+            cursor.execute(f"CREATE TABLE {name} (LIKE engagement_event INCLUDING DEFAULTS)")
+            cursor.execute(
+                f"""WITH moved AS (DELETE FROM engagement_event_default
+                        WHERE "timestamp" >= %s AND "timestamp" < %s RETURNING *)
+                    INSERT INTO {name} SELECT * FROM moved""",
+                [start, end],
+            )
+            cursor.execute(
+                f"ALTER TABLE engagement_event ATTACH PARTITION {name} "
+                "FOR VALUES FROM (%s) TO (%s)",
+                [start, end],
+            )
+            created += 1
+        for name, day in existing.items():
+            if day < cutoff:
+                cursor.execute(f"DROP TABLE {name}")
+                dropped += 1
+        cursor.execute(
+            'DELETE FROM engagement_event_default WHERE "timestamp" < %s', [_midnight(cutoff)]
+        )
+        deleted = cursor.rowcount
+    return {"created": created, "dropped": dropped, "deleted": deleted}
+
+
+def _midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)

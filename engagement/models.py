@@ -178,12 +178,29 @@ class Membership(models.Model):
 
 
 class Event(models.Model):
-    """One tracked event: who, for which account, what and when. No properties, ever."""
+    """One tracked event: who, for which account, what and when. No properties, ever.
 
-    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="+")
-    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="events")
+    The busiest table: append-only, written with COPY, and on PostgreSQL partitioned by day on
+    `timestamp` (migration 0003) so retention drops whole partitions (EVENTS_RETENTION_DAYS).
+    Its references are kept by the code that writes them, not by the database: foreign-key
+    checks and their indexes cost more per event than everything else together, and a
+    partitioned table's primary key is (id, timestamp). Deletes still cascade through the ORM.
+    """
+
+    product = models.ForeignKey(
+        Product, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    user = models.ForeignKey(
+        User, on_delete=models.CASCADE, related_name="events", db_constraint=False, db_index=False
+    )
     account = models.ForeignKey(
-        Account, on_delete=models.SET_NULL, null=True, blank=True, related_name="events"
+        Account,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="events",
+        db_constraint=False,
+        db_index=False,
     )
     name = models.CharField(max_length=255)
     timestamp = models.DateTimeField()
@@ -199,10 +216,23 @@ class EventRollup(models.Model):
     NULL in it and an upsert can add to the count on every database.
     """
 
-    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="+")
-    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="rollups")
+    # No foreign-key constraints or single-column indexes: the apply path upserts these rows by
+    # the tens of thousands, the composite indexes below cover every lookup, and the writer
+    # resolves every id it stores. Deletes still cascade through the ORM.
+    product = models.ForeignKey(
+        Product, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    user = models.ForeignKey(
+        User, on_delete=models.CASCADE, related_name="rollups", db_constraint=False, db_index=False
+    )
     account = models.ForeignKey(
-        Account, on_delete=models.CASCADE, null=True, blank=True, related_name="rollups"
+        Account,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="rollups",
+        db_constraint=False,
+        db_index=False,
     )
     account_key = models.BigIntegerField(default=0)
     event_name = models.CharField(max_length=255)

@@ -149,9 +149,7 @@ def _trait_q(
     # up to now (ISO strings of one format order as text).
     since = (now - timedelta(days=value)).date().isoformat()
     until = (now + timedelta(days=1)).date().isoformat()
-    return queryset.filter(
-        **{f"{text_alias}__gte": since, f"{text_alias}__lt": until}
-    )
+    return queryset.filter(**{f"{text_alias}__gte": since, f"{text_alias}__lt": until})
 
 
 def _metric_q(name: str, operator: str, value, now: datetime) -> Q:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Literal
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -415,3 +416,13 @@ def account_prefixed_traits_replace(
                 rows,
             )
     return PrefixedTraitsResult(matched=len(tracking_ids) - len(missing), created=len(missing))
+
+
+def event_partitions_maintain(*, today: date | None = None) -> dict[str, int]:
+    """Daily event partitions ahead of time, and raw events past EVENTS_RETENTION_DAYS gone
+    (whole partitions dropped on PostgreSQL). Rollups, and so scores, are kept."""
+    return event_store.partitions_maintain(
+        today=today or timezone.now().astimezone(UTC).date(),
+        days_ahead=7,
+        retention_days=settings.EVENTS_RETENTION_DAYS,
+    )

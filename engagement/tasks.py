@@ -5,7 +5,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from engagement import scoring
+from engagement import scoring, services
 from engagement.models import Segment, Workspace
 from engagement.segments import segment_refresh
 
@@ -50,3 +50,9 @@ def segment_members_refresh(segment_id: int) -> int:
         return 0
     joined, _ = segment_refresh(segment=segment)
     return joined
+
+
+@shared_task(ignore_result=True)
+def event_partitions_maintain() -> dict[str, int]:
+    """Periodic (hourly): partitions for the days ahead, retention for the days behind."""
+    return services.event_partitions_maintain()

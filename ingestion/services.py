@@ -89,6 +89,15 @@ def seen_messages_claim(*, product_id: int, message_ids: Sequence[str]) -> set[s
     seen_at = connection.ops.adapt_datetimefield_value(timezone.now())
     ordered = sorted(set(message_ids))
     with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # One array parameter: the statement is parsed once, whatever the number of ids.
+            cursor.execute(
+                f"INSERT INTO {table} (product_id, message_id, seen_at) "  # noqa: S608
+                "SELECT %s, unnest(%s::text[]), %s "
+                "ON CONFLICT (product_id, message_id) DO NOTHING RETURNING message_id",
+                [product_id, ordered, seen_at],
+            )
+            return {row[0] for row in cursor.fetchall()}
         for start in range(0, len(ordered), _SEEN_CHUNK):
             chunk = ordered[start : start + _SEEN_CHUNK]
             values = ", ".join(["(%s, %s, %s)"] * len(chunk))

@@ -269,8 +269,9 @@ class UserSerializer(ScoredRecordSerializer):
             "first_seen": _when(user.first_seen_at),
             **self.metrics(score),
         }
-        if data["last_seen"] is None:
-            # Not scored yet (or nothing in the window): the last event ever seen still tells.
+        # The user row's own last-seen time is written as events are applied, seconds before
+        # the next score refresh: the fresher of the two is what a reader wants.
+        if user.last_seen_at and (score.last_seen is None or user.last_seen_at > score.last_seen):
             data["last_seen"] = _when(user.last_seen_at)
         return self.finish(data, score)
 
