@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from engagement.models import Event
@@ -76,7 +77,7 @@ def http(method: str, url: str, body: dict | None = None, headers: dict | None =
         return error.code, error.read()
 
 
-@pytest.mark.parametrize("broker_url", [RABBITMQ_URL, "redis://127.0.0.1:6379/0"])
+@pytest.mark.parametrize("broker_url", [RABBITMQ_URL, settings.CELERY_BROKER_URL])
 def test_gunicorn_and_a_worker_in_production_mode(broker_url, tmp_path):
     acme = make_tenant("Acme")
     env = production_env(broker_url, tmp_path)
