@@ -1,9 +1,12 @@
 """Named actors shared by every test: Acme (a product with a key and a token) and Globex."""
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
 from engagement.models import Product, Workspace
@@ -73,3 +76,23 @@ def post_json(api_client):
         return api_client.generic("POST", path, data, content_type="application/json", **extra)
 
     return post
+
+
+@contextmanager
+def database_down() -> Iterator[None]:
+    """Point this process's connection (and its pool, if any) at a port where nothing listens:
+    the real client meets a real refusal. Everything is put back on the way out."""
+
+    def reset() -> None:
+        connection.close()
+        if getattr(connection, "pool", None) is not None:
+            connection.close_pool()
+
+    real_port = connection.settings_dict["PORT"]
+    reset()
+    connection.settings_dict["PORT"] = "1"
+    try:
+        yield
+    finally:
+        reset()
+        connection.settings_dict["PORT"] = real_port

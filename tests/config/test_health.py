@@ -1,9 +1,9 @@
 """GET /healthz reports the database and the broker, and answers 503 when either is down."""
 
 import pytest
-from django.db import connection
 
 from config.celery import app as celery_app
+from tests.conftest import database_down
 
 
 def test_healthy_service_answers_200(client, db):
@@ -29,14 +29,8 @@ def test_an_unreachable_broker_answers_503(client, db):
 
 @pytest.mark.django_db(transaction=True)
 def test_an_unreachable_database_answers_503(client):
-    real_port = connection.settings_dict["PORT"]
-    connection.close()
-    connection.settings_dict["PORT"] = "1"
-    try:
+    with database_down():
         response = client.get("/healthz")
-    finally:
-        connection.close()
-        connection.settings_dict["PORT"] = real_port
 
     assert response.status_code == 503
     body = response.json()

@@ -3,7 +3,7 @@
 import threading
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 
 from engagement.models import Event, EventRollup
 from ingestion import services, store
@@ -100,19 +100,13 @@ def test_over_the_backlog_limit_answers_503_with_retry_after(acme, post_json, se
 
 @pytest.mark.django_db(transaction=True)
 def test_database_unreachable_answers_503_with_retry_after(post_json):
-    from tests.conftest import make_tenant
+    from tests.conftest import database_down, make_tenant
 
     acme = make_tenant("Acme")
     store._backlog_cache["checked_at"] = 0.0
-    real_port = connection.settings_dict["PORT"]
-    connection.close()
-    connection.settings_dict["PORT"] = "1"  # nothing listens there: the database is "down"
-    try:
+    with database_down():
         response = post_json("/v2/track", {"userId": "u1", "event": "A"}, auth=acme.basic)
-    finally:
-        connection.close()
-        connection.settings_dict["PORT"] = real_port
-        store._backlog_cache["checked_at"] = 0.0
+    store._backlog_cache["checked_at"] = 0.0
 
     assert response.status_code == 503
     assert response["Retry-After"]
