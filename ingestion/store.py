@@ -6,7 +6,6 @@ the ASGI door's group-commit writer with the requests of many calls gathered int
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -15,7 +14,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
-from ingestion.core import Accepted, RequestError
+from ingestion.core import Accepted, RequestError, messages_json
 from ingestion.models import AcceptedRequest
 
 logger = logging.getLogger(__name__)
@@ -77,9 +76,8 @@ def _copy_rows(entries: Sequence[Entry]) -> None:
         cursor.cursor.copy(statement) as copy,
     ):
         for received_at, accepted in entries:
-            copy.write_row(
-                (received_at, accepted.endpoint, accepted.key_digest, json.dumps(accepted.messages))
-            )
+            text = messages_json(accepted.messages)
+            copy.write_row((received_at, accepted.endpoint, accepted.key_digest, text))
 
 
 def _insert_rows(entries: Sequence[Entry]) -> None:
