@@ -274,14 +274,8 @@ def parse_timestamp_ms(value: object) -> int:
 
 
 def _timestamp(data: Mapping, name: str, now_ms: int, errors: _Fields) -> int:
-    value = data.get(name)
-    if value is None:
-        return now_ms
-    try:
-        ms = parse_timestamp_ms(value)
-        datetime.fromtimestamp(ms / 1000, tz=UTC)  # in the range a database can store
-    except (ValueError, OverflowError, OSError):
-        errors.add(name, "Must be an ISO 8601 date-time or Unix milliseconds.")
+    ms = _optional_ms(data, name, errors)
+    if ms is None:
         return now_ms
     if ms > now_ms + MAX_FUTURE_MS:
         errors.add(name, "Must not be more than 24 hours in the future.")
