@@ -34,7 +34,7 @@ test: $(BIN)/.installed ## Run the full test suite (real PostgreSQL, Redis, Rabb
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		$(BIN)/pytest --create-db $(PYTEST_ARGS)
 	DATABASE_URL= CELERY_BROKER_URL= DATA_DIR=$$(mktemp -d) \
-		$(BIN)/pytest -p no:cacheprovider -q -m "not e2e" $(EMBEDDED_TESTS)
+		$(BIN)/pytest -p no:cacheprovider -q -m "not e2e and not postgresql" $(EMBEDDED_TESTS)
 
 lint: $(BIN)/.installed ## ruff and Django's checks
 	$(BIN)/ruff check .

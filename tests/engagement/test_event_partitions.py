@@ -2,6 +2,7 @@
 
 from datetime import UTC, date, datetime, timedelta
 
+import pytest
 from django.db import connection
 
 from engagement.models import Event, EventRollup
@@ -31,6 +32,7 @@ def track(product_id: int, when: datetime, event: str = "Report_Created") -> Non
     )
 
 
+@pytest.mark.postgresql
 def test_partitions_are_made_for_today_and_a_week_ahead_and_take_rows_already_there(acme):
     noon = datetime(2026, 11, 22, 12, tzinfo=UTC)
     track(acme.product.id, noon)  # lands in the DEFAULT partition: no daily one yet
@@ -50,6 +52,7 @@ def test_partitions_are_made_for_today_and_a_week_ahead_and_take_rows_already_th
     assert event_partitions_maintain(today=TODAY)["created"] == 0
 
 
+@pytest.mark.postgresql
 def test_retention_drops_old_days_and_keeps_rollups(acme, settings):
     settings.EVENTS_RETENTION_DAYS = 30
     event_partitions_maintain(today=TODAY - timedelta(days=40))
@@ -65,3 +68,15 @@ def test_retention_drops_old_days_and_keeps_rollups(acme, settings):
     assert "engagement_event_p20261014" not in partitions()
     assert list(Event.objects.values_list("timestamp", flat=True)) == [recent]
     assert EventRollup.objects.filter(product=acme.product).count() == 3
+
+
+def test_retention_deletes_old_raw_events_on_any_database_and_keeps_rollups(acme, settings):
+    settings.EVENTS_RETENTION_DAYS = 30
+    recent = datetime(2026, 11, 21, tzinfo=UTC)
+    for when in (datetime(2026, 1, 1, tzinfo=UTC), recent):
+        track(acme.product.id, when)
+
+    event_partitions_maintain(today=TODAY)
+
+    assert list(Event.objects.values_list("timestamp", flat=True)) == [recent]
+    assert EventRollup.objects.filter(product=acme.product).count() == 2
