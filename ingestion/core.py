@@ -786,12 +786,20 @@ def accept_batch(
             )
         messages.append(message)
 
+    return batch_outcome(endpoint_name, digest_key(key), messages, rejected)
+
+
+def batch_outcome(
+    endpoint_name: str, key_digest: str, messages: list[dict], rejected: list[dict]
+) -> Outcome:
+    """200 {"success": true, "rejected": [...]} for a batch; its messages (drop markers
+    included) stored as one request, nothing stored for an empty batch."""
     body: dict = {"success": True}
     if rejected:
         body["rejected"] = rejected
     if not messages:
         return Outcome(accepted=[], status=200, body=body)
-    accepted = Accepted(endpoint=endpoint_name, key_digest=digest_key(key), messages=messages)
+    accepted = Accepted(endpoint=endpoint_name, key_digest=key_digest, messages=messages)
     return Outcome(accepted=[accepted], status=200, body=body)
 
 
@@ -1164,7 +1172,4 @@ def accept_fast(
                 {"index": index, "code": message["reason"], "message": message["detail"]}
             )
         messages.append(message)
-    body: dict = {"success": True}
-    if rejected:
-        body["rejected"] = rejected
-    return Outcome(accepted=[Accepted(endpoint.name, digest, messages)], status=200, body=body)
+    return batch_outcome(endpoint.name, digest, messages, rejected)
