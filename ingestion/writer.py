@@ -35,7 +35,7 @@ GATHER_SECONDS = 0.001
 MAX_BATCH_ENTRIES = 2000
 # A worker is woken at most this often per web process; a wake-up asked for in between is sent
 # at the end of the interval, so no batch waits for the periodic sweep.
-KICK_INTERVAL_SECONDS = 0.2
+KICK_INTERVAL_SECONDS = 0.05
 # How often the backlog is counted for the INGESTION_BACKLOG_LIMIT check. Counting a large store
 # takes a while, so it runs on a thread and connection of its own, never on the write path.
 BACKLOG_COUNT_SECONDS = 1.0
