@@ -138,20 +138,10 @@ def update_by_id(
             )
 
 
-def append(model: type[models.Model], columns: Sequence[str], rows: Sequence[Sequence]) -> None:
-    """Append rows: COPY on PostgreSQL (the fastest way in), INSERT elsewhere."""
-    if not rows:
-        return
-    if connection.vendor != "postgresql":
+def insert(model: type[models.Model], columns: Sequence[str], rows: Sequence[Sequence]) -> None:
+    """INSERT the rows. (On PostgreSQL the event store COPYs instead: event_store.py.)"""
+    if rows:
         _insert(model, columns, rows, "")
-        return
-    table = connection.ops.quote_name(model._meta.db_table)
-    names = ", ".join(_quote(model, name) for name in columns)
-    connection.ensure_connection()
-    with connection.connection.cursor() as cursor:
-        with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
 
 
 def select_in(

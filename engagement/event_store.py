@@ -113,7 +113,7 @@ def _store_portable(product_id: int, events: Sequence[NewEvent]) -> None:
         (user_id, account_id, name, datetime.fromtimestamp(ms / 1000, tz=UTC))
         for user_id, account_id, name, ms in events
     ]
-    bulk.append(
+    bulk.insert(
         Event,
         ("product", "user", "account", "name", "timestamp"),
         [(product_id, *row) for row in rows],
