@@ -4,7 +4,8 @@
 
 Seeds eds_bench_scores first (bench/seed_scoring.py: 100,000 accounts, 1,000,000 users, ~30M events
 over 30 days; skipped when already seeded). Then, on that database:
-- full rescore: `engagement.scoring.workspace_rescore`, first on empty score tables, then again;
+- full rescore: `engagement.scoring.workspace_rescore` of a workspace never scored, again with
+  nothing changed, and after a weight change that moves nearly every score;
 - event to score: a new event goes through `engagement.services.messages_apply`; we wait one full
   beat interval (SCORING_REFRESH_SECONDS, the worst case before the periodic task looks), then run
   what the periodic task runs (`workspace_refresh_is_due` + `workspace_refresh`) until the user's
@@ -35,6 +36,7 @@ def main() -> int:
 
     django.setup()
     from django.conf import settings
+    from django.db import connection
 
     from engagement.models import EventRollup, ScoringState, User, UserScore, Workspace
     from engagement.scoring import workspace_refresh, workspace_refresh_is_due, workspace_rescore
@@ -47,24 +49,46 @@ def main() -> int:
     in_window = EventRollup.objects.filter(product_id=workspace.product_id).count()
     rows.append(("rollup rows read per full rescore", f"{in_window:,}", "window + previous"))
 
+    # A workspace never scored: its rows deleted and vacuumed away, so that the first rescore
+    # does not pay for the benchmark's own dead rows.
     UserScore.objects.filter(workspace=workspace).delete()
     workspace.account_scores.all().delete()
     ScoringState.objects.filter(workspace=workspace).delete()
-    started = time.monotonic()
-    first = workspace_rescore(workspace_id=workspace.id)
-    first_s = time.monotonic() - started
-    started = time.monotonic()
-    workspace_rescore(workspace_id=workspace.id)
-    again_s = time.monotonic() - started
+    with connection.cursor() as cursor:
+        for table in ("engagement_userscore", "engagement_accountscore"):
+            cursor.execute(f"VACUUM ANALYZE {table}")
+
+    def rescore() -> tuple[float, object]:
+        started = time.monotonic()
+        result = workspace_rescore(workspace_id=workspace.id)
+        return time.monotonic() - started, result
+
+    first_s, first = rescore()
+    again_s, _ = rescore()
     state = ScoringState.objects.get(workspace=workspace)
+    # Settings change (what a rescore is for): the most common event weighs more, so nearly
+    # every raw score, score and rank moves. Updated without signals, then put back.
+    common = workspace.weights.get(event_name="Feature_00_Used")
+    workspace.weights.filter(id=common.id).update(weight=common.weight + 4)
+    moved_s, _ = rescore()
+    moved_p90 = ScoringState.objects.get(workspace=workspace).p90
+    workspace.weights.filter(id=common.id).update(weight=common.weight)
     rows.append(
         (
-            "full rescore, empty score tables",
+            "full rescore, workspace never scored",
             f"{first_s:.1f} s",
             f"{first.users:,} users, {first.accounts:,} accounts (target < {TARGET_SECONDS:.0f} s)",
         )
     )
-    rows.append(("full rescore, tables filled", f"{again_s:.1f} s", f"p90 = {state.p90:g}"))
+    rows.append(("full rescore, nothing changed", f"{again_s:.1f} s", f"p90 = {state.p90:g}"))
+    rows.append(
+        (
+            "full rescore, a weight changed",
+            f"{moved_s:.1f} s",
+            f"{common.event_name} {common.weight} -> {common.weight + 4}: p90 = {moved_p90:g}",
+        )
+    )
+    slowest_rescore_s = max(first_s, again_s, moved_s)
 
     # A user in the middle of the distribution gets five events of the heaviest weight.
     score = (
@@ -84,8 +108,12 @@ def main() -> int:
     messages_apply(
         product_id=workspace.product_id,
         messages=[
-            Message(kind="track", timestamp_ms=now_ms + i, user_id=score.user.tracking_id,
-                    event=heaviest)
+            Message(
+                kind="track",
+                timestamp_ms=now_ms + i,
+                user_id=score.user.tracking_id,
+                event=heaviest,
+            )
             for i in range(5)
         ],
     )
@@ -129,7 +157,7 @@ def main() -> int:
     print(f"\n{'measure':<{width}}  {'value':>12}  note")
     for name, value, note in rows:
         print(f"{name:<{width}}  {value:>12}  {note}")
-    ok = first_s < TARGET_SECONDS and changed_after < TARGET_SECONDS
+    ok = slowest_rescore_s < TARGET_SECONDS and changed_after < TARGET_SECONDS
     print(f"\ntargets met: {'yes' if ok else 'NO'}")
     return 0
 

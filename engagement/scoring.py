@@ -59,6 +59,7 @@ _TEMP_TABLES = (
     "eds_t_account",
     "eds_t_account_members",
     "eds_t_rescored",
+    "eds_t_rank",
 )
 
 
@@ -252,8 +253,7 @@ class _Dialect:
     def __init__(self, vendor: str) -> None:
         self.postgres = vendor == "postgresql"
         self.float = "DOUBLE PRECISION" if self.postgres else "REAL"
-        self.json = "JSONB" if self.postgres else "TEXT"
-        self.empty_json = "'[]'::jsonb" if self.postgres else "'[]'"
+        self.empty_json = "'[]'"
         self.timestamp = "TIMESTAMP WITH TIME ZONE" if self.postgres else "TEXT"
 
     def round_half_up(self, expr: str) -> str:
@@ -270,23 +270,21 @@ class _Dialect:
         )
 
     def breakdown(self, alias: str) -> str:
-        """[{event, count, weight, points}] of the weighted events counted, biggest first."""
+        """BreakdownField's text, [[event, count, weight], ...], biggest points first."""
         points = f"{alias}.counted * {alias}.weight"
         where = f"{alias}.weight > 0 AND {alias}.counted > 0"
         if self.postgres:
-            # Built as text and parsed once: several times cheaper than jsonb_build_object.
+            # Built as text: several times cheaper than jsonb_build_object, and nothing to parse.
             item = (
-                f"'{{\"event\": ' || to_json({alias}.event_name)::text || ', \"count\": ' || "
-                f"{alias}.counted || ', \"weight\": ' || {alias}.weight || "
-                f"', \"points\": ' || {points} || '}}'"
+                f"'[' || to_json({alias}.event_name)::text || ',' || {alias}.counted || ',' || "
+                f"{alias}.weight || ']'"
             )
             return (
-                f"CAST('[' || COALESCE(string_agg({item}, ', ' ORDER BY {points} DESC, "
-                f"{alias}.event_name) FILTER (WHERE {where}), '') || ']' AS JSONB)"
+                f"'[' || COALESCE(string_agg({item}, ',' ORDER BY {points} DESC, "
+                f"{alias}.event_name) FILTER (WHERE {where}), '') || ']'"
             )
         return (
-            f"json_group_array(json_object('event', {alias}.event_name, 'count', "
-            f"{alias}.counted, 'weight', {alias}.weight, 'points', {points})) "
+            f"json_group_array(json_array({alias}.event_name, {alias}.counted, {alias}.weight)) "
             f"FILTER (WHERE {where})"
         )
 
@@ -314,6 +312,13 @@ class _Dialect:
 
     def rank_value(self, expr: str) -> str:
         return f"CAST(ROUND(CAST({expr} AS NUMERIC), 1) AS {self.float})"
+
+    def row_differs(self, table: str, other: str, columns: Sequence[str]) -> str:
+        """True when any of the columns differs between two rows, NULLs comparing equal."""
+        old = ", ".join(f"{table}.{c}" for c in columns)
+        new = ", ".join(f"{other}.{c}" for c in columns)
+        operator = "IS DISTINCT FROM" if self.postgres else "IS NOT"
+        return f"({old}) {operator} ({new})"
 
     def changed_guard(self, table: str, columns: Sequence[str]) -> str:
         """Skip rewriting rows whose values are unchanged (PostgreSQL only; SQLite rewrites)."""
@@ -414,6 +419,17 @@ class _Engine:
     def count(self, table: str) -> int:
         return int(self.scalar(f"SELECT COUNT(*) FROM {table}") or 0)
 
+    def weight_of(self, event_name: str) -> str:
+        """The workspace's weight of an event name (1 when unlisted), on PostgreSQL.
+
+        A lookup in a JSON object bound once per statement rather than a join: a hash join
+        with the weights would lose the user order the rollups stream in, and the planner
+        would then sort millions of rows again before the per-user aggregation. The subquery
+        that computes it ends in OFFSET 0 so that it is computed once per row, not once for
+        every reference to it in the outer aggregates.
+        """
+        return f"COALESCE(CAST(CAST(%(weights)s AS JSONB) ->> {event_name} AS INTEGER), 1)"
+
     def capped(self, expr: str) -> str:
         if self.cap is None:
             return expr
@@ -423,10 +439,11 @@ class _Engine:
 
     def load_weights(self) -> None:
         self.temp("eds_t_weight", "event_name VARCHAR(255) PRIMARY KEY, weight INTEGER NOT NULL")
+        weights = list(self.workspace.weights.values_list("event_name", "weight"))
         self.cursor.executemany(
-            "INSERT INTO eds_t_weight (event_name, weight) VALUES (%s, %s)",
-            list(self.workspace.weights.values_list("event_name", "weight")),
+            "INSERT INTO eds_t_weight (event_name, weight) VALUES (%s, %s)", weights
         )
+        self.params["weights"] = json.dumps(dict(weights))
         # Adoption is a share of the workspace's weighted names: every name the product sent
         # that is not excluded (unlisted names weigh 1).
         self.weighted_names = int(
@@ -626,7 +643,7 @@ class _Engine:
         self.temp(
             "eds_t_user",
             f"user_id BIGINT PRIMARY KEY, raw {f}, previous_raw {f}, events BIGINT, "
-            f"names_used INTEGER, active_days INTEGER, breakdown {self.sql.json}",
+            f"names_used INTEGER, active_days INTEGER, breakdown TEXT",
         )
         if self.sql.postgres:
             self._aggregate_users_postgres()
@@ -667,7 +684,7 @@ class _Engine:
                     AS BIT(64))), 0),
                 {self.sql.breakdown("e")}
             FROM (
-                SELECT ue.*, COALESCE(w.weight, 1) AS weight FROM (
+                SELECT ue.*, {self.weight_of("ue.event_name")} AS weight FROM (
                     SELECT d.user_id, d.event_name,
                         COALESCE(SUM(d.counted) FILTER (WHERE d.day >= %(start)s), 0) AS counted,
                         COALESCE(SUM(d.n) FILTER (WHERE d.day >= %(start)s), 0) AS n,
@@ -677,7 +694,7 @@ class _Engine:
                             FILTER (WHERE d.day >= %(start)s) AS days
                     FROM ({days}) d
                     GROUP BY d.user_id, d.event_name
-                ) ue LEFT JOIN eds_t_weight w ON w.event_name = ue.event_name
+                ) ue OFFSET 0
             ) e
             GROUP BY e.user_id
             """
@@ -747,41 +764,115 @@ class _Engine:
             else "0"
         )
         started = f"COALESCE({sql.created_date('usr.traits')}, usr.first_seen_at)"
+        # An incremental refresh leaves ranks to update_ranks; a full rescore writes them here.
         columns = [*_USER_VALUE_COLUMNS, *(["percentile_rank"] if self.is_full else [])]
-        updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
-        rank = (
-            sql.rank_value(f"100.0 * percent_rank() OVER (ORDER BY {score})")
-            if self.is_full
-            else "0"
+        extra = {
+            "p90": self.state.p90,
+            "previous_p90": self.state.previous_p90,
+            "names": float(self.weighted_names or 1),
+        }
+        rank, rank_join = "0", ""
+        if self.is_full:
+            population = (
+                "SELECT COUNT(*) FROM engagement_user WHERE product_id = %(product)s"
+                if self.everyone
+                else "SELECT COUNT(*) FROM eds_t_scope_user"
+            )
+            self.load_ranks(
+                scored="eds_t_user u",
+                score=sql.score("u.raw", "%(p90)s"),
+                population=population,
+                extra=extra,
+            )
+            rank, rank_join = "COALESCE(rk.pr, 0)", f"LEFT JOIN eds_t_rank rk ON rk.score = {score}"
+        if self.everyone:
+            scope, in_scope = "engagement_user usr", "usr.product_id = %(product)s"
+        else:
+            scope, in_scope = (
+                "eds_t_scope_user s JOIN engagement_user usr ON usr.id = s.user_id",
+                "1 = 1",
+            )
+        inserted = [*_USER_VALUE_COLUMNS, "percentile_rank"]
+        values = f"""
+            SELECT usr.id AS user_id, {score} AS engagement_score,
+                {score} - {previous} AS score_change, COALESCE(u.raw, 0) AS raw_score,
+                COALESCE(u.active_days, 0) AS active_days, COALESCE(u.events, 0)
+                AS events_in_window, {adoption} AS adoption, usr.last_seen_at AS last_seen,
+                COALESCE(u.breakdown, {sql.empty_json}) AS score_breakdown,
+                COALESCE(u.previous_raw, 0) AS previous_raw_score, {previous} AS previous_score,
+                {sql.tenure("%(today)s", started)} AS tenure_days, {rank} AS percentile_rank
+            FROM {scope}
+            LEFT JOIN eds_t_user u ON u.user_id = usr.id
+            {rank_join}
+            WHERE {in_scope}
+        """
+        insert = f"""
+            INSERT INTO engagement_userscore (workspace_id, user_id, computed_at,
+                {", ".join(inserted)})
+            SELECT %(ws)s, n.user_id, %(now)s, {", ".join(f"n.{c}" for c in inserted)}
+            FROM ({values}) n
+        """
+        if not self.is_full:
+            # A handful of changed users: one upsert.
+            updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
+            self.run(
+                f"""
+                {insert} WHERE 1 = 1
+                ON CONFLICT (workspace_id, user_id) DO UPDATE SET {updates},
+                    computed_at = excluded.computed_at
+                {sql.changed_guard("engagement_userscore", columns)}
+                """,
+                extra,
+            )
+            return
+        # A million users: an upsert would lock (and so rewrite) every existing row even when
+        # nothing changed, and checks each new row against the unique index twice. Instead:
+        # a plain insert into an empty workspace, else an update of the rows whose values
+        # changed and an insert of the users not scored yet.
+        has_rows = self.scalar(
+            "SELECT 1 FROM engagement_userscore WHERE workspace_id = %(ws)s LIMIT 1"
         )
-        scope = (
-            "(SELECT id AS user_id FROM engagement_user WHERE product_id = %(product)s)"
-            if self.everyone
-            else "eds_t_scope_user"
-        )
+        if has_rows:
+            updates = ", ".join(f"{c} = n.{c}" for c in columns)
+            self.run(
+                f"""
+                UPDATE engagement_userscore SET {updates}, computed_at = %(now)s
+                FROM ({values}) n
+                WHERE engagement_userscore.workspace_id = %(ws)s
+                AND engagement_userscore.user_id = n.user_id
+                AND {sql.row_differs("engagement_userscore", "n", columns)}
+                """,
+                extra,
+            )
+            insert += """
+                WHERE NOT EXISTS (SELECT 1 FROM engagement_userscore x
+                    WHERE x.workspace_id = %(ws)s AND x.user_id = n.user_id)
+            """
+        self.run(insert, extra)
+
+    def load_ranks(self, *, scored: str, score: str, population: str, extra: dict) -> None:
+        """eds_t_rank: the percentile rank of every score a full rescore is about to write.
+
+        A rank depends only on the score and the workspace's score histogram (100 x rows
+        scoring lower / (rows - 1)), so it comes from a histogram of at most 101 rows instead
+        of a window over a million wide rows. `scored` holds the rows with a computed score;
+        the rest of the `population` (a COUNT query) score 0.
+        """
+        self.temp("eds_t_rank", f"score {self.sql.float} PRIMARY KEY, pr {self.sql.float}")
+        denominator = "(CASE WHEN SUM(c) OVER () > 1 THEN SUM(c) OVER () - 1 ELSE 1 END)"
+        rank = self.sql.rank_value(f"100.0 * (SUM(c) OVER (ORDER BY s) - c) / {denominator}")
         self.run(
             f"""
-            INSERT INTO engagement_userscore (workspace_id, user_id, engagement_score,
-                score_change, raw_score, percentile_rank, active_days, events_in_window,
-                adoption, last_seen, score_breakdown, computed_at, previous_raw_score,
-                previous_score, tenure_days)
-            SELECT %(ws)s, s.user_id, {score}, {score} - {previous}, COALESCE(u.raw, 0),
-                {rank}, COALESCE(u.active_days, 0), COALESCE(u.events, 0), {adoption},
-                usr.last_seen_at, COALESCE(u.breakdown, {sql.empty_json}), %(now)s,
-                COALESCE(u.previous_raw, 0), {previous}, {sql.tenure("%(today)s", started)}
-            FROM {scope} s
-            JOIN engagement_user usr ON usr.id = s.user_id
-            LEFT JOIN eds_t_user u ON u.user_id = s.user_id
-            WHERE 1 = 1
-            ON CONFLICT (workspace_id, user_id) DO UPDATE SET {updates},
-                computed_at = excluded.computed_at
-            {sql.changed_guard("engagement_userscore", columns)}
+            INSERT INTO eds_t_rank (score, pr)
+            SELECT s, {rank} FROM (
+                SELECT s, SUM(c) AS c FROM (
+                    SELECT {score} AS s, COUNT(*) AS c FROM {scored} GROUP BY {score}
+                    UNION ALL
+                    SELECT 0, ({population}) - (SELECT COUNT(*) FROM {scored})
+                ) parts GROUP BY s
+            ) h WHERE c > 0
             """,
-            {
-                "p90": self.state.p90,
-                "previous_p90": self.state.previous_p90,
-                "names": float(self.weighted_names or 1),
-            },
+            extra,
         )
 
     def percentiles(self, table: str, raw: str, previous_raw: str, where: str = "1 = 1"):
@@ -870,7 +961,7 @@ class _Engine:
         self.temp(
             "eds_t_account",
             f"account_id BIGINT PRIMARY KEY, raw {f}, previous_raw {f}, events BIGINT, "
-            f"names_used INTEGER, active_days INTEGER, breakdown {self.sql.json}, "
+            f"names_used INTEGER, active_days INTEGER, breakdown TEXT, "
             f"last_at {self.sql.timestamp}",
         )
         if self.sql.postgres:
@@ -917,7 +1008,7 @@ class _Engine:
                     AS BIT(64))), 0),
                 {self.sql.breakdown("e")}, MAX(e.last_at)
             FROM (
-                SELECT ae.*, COALESCE(w.weight, 1) AS weight FROM (
+                SELECT ae.*, {self.weight_of("ae.event_name")} AS weight FROM (
                     SELECT r.account_id, r.event_name,
                         COALESCE(SUM({counted}) FILTER (WHERE r.day >= %(start)s), 0)
                             AS counted,
@@ -931,7 +1022,7 @@ class _Engine:
                     WHERE r.product_id = %(product)s AND r.account_id IS NOT NULL
                     AND r.day >= %(prev_start)s AND r.day <= %(end)s
                     GROUP BY r.account_id, r.event_name
-                ) ae LEFT JOIN eds_t_weight w ON w.event_name = ae.event_name
+                ) ae OFFSET 0
             ) e
             GROUP BY e.account_id
             """
@@ -1003,11 +1094,21 @@ class _Engine:
             f"(CASE WHEN COALESCE(mb.total, 0) = 0 THEN 0 "
             f"ELSE CAST(mb.active AS {sql.float}) / mb.total END)"
         )
-        rank = (
-            sql.rank_value(f"100.0 * percent_rank() OVER (ORDER BY {score})")
-            if self.is_full
-            else "0"
-        )
+        extra = {"names": float(self.weighted_names or 1)}
+        rank, rank_join = "0", ""
+        if self.is_full:
+            population = (
+                "SELECT COUNT(*) FROM engagement_account WHERE product_id = %(product)s"
+                if self.everyone
+                else "SELECT COUNT(*) FROM eds_t_scope_account"
+            )
+            self.load_ranks(
+                scored="eds_t_account_members mb",
+                score=sql.round_half_up("mb.mean"),
+                population=population,
+                extra=extra,
+            )
+            rank, rank_join = "COALESCE(rk.pr, 0)", f"LEFT JOIN eds_t_rank rk ON rk.score = {score}"
         columns = [
             *(c for c in _ACCOUNT_VALUE_COLUMNS if c != "last_seen"),
             *(["percentile_rank"] if self.is_full else []),
@@ -1021,30 +1122,32 @@ class _Engine:
             "OR excluded.last_seen > engagement_accountscore.last_seen "
             "THEN excluded.last_seen ELSE engagement_accountscore.last_seen END"
         )
-        scope = (
-            "(SELECT id AS account_id FROM engagement_account WHERE product_id = %(product)s)"
-            if self.everyone
-            else "eds_t_scope_account"
-        )
+        if self.everyone:
+            scope, in_scope = "engagement_account acc", "acc.product_id = %(product)s"
+        else:
+            scope, in_scope = (
+                "eds_t_scope_account s JOIN engagement_account acc ON acc.id = s.account_id",
+                "1 = 1",
+            )
         self.run(
             f"""
             INSERT INTO engagement_accountscore (workspace_id, account_id, engagement_score,
                 score_change, raw_score, percentile_rank, active_days, events_in_window,
                 adoption, last_seen, score_breakdown, computed_at, previous_raw_score,
                 previous_score, tenure_days, active_users, total_users, active_user_share)
-            SELECT %(ws)s, s.account_id, {score}, {score} - {previous}, COALESCE(a.raw, 0),
+            SELECT %(ws)s, acc.id, {score}, {score} - {previous}, COALESCE(a.raw, 0),
                 {rank}, COALESCE(a.active_days, 0), COALESCE(a.events, 0), {adoption},
                 a.last_at, COALESCE(a.breakdown, {sql.empty_json}), %(now)s,
                 COALESCE(a.previous_raw, 0), {previous}, {sql.tenure("%(today)s", started)},
                 COALESCE(mb.active, 0), COALESCE(mb.total, 0), {share}
-            FROM {scope} s
-            JOIN engagement_account acc ON acc.id = s.account_id
-            LEFT JOIN eds_t_account a ON a.account_id = s.account_id
-            LEFT JOIN eds_t_account_members mb ON mb.account_id = s.account_id
-            WHERE 1 = 1
+            FROM {scope}
+            LEFT JOIN eds_t_account a ON a.account_id = acc.id
+            LEFT JOIN eds_t_account_members mb ON mb.account_id = acc.id
+            {rank_join}
+            WHERE {in_scope}
             ON CONFLICT (workspace_id, account_id) DO UPDATE SET {updates}, {last_seen},
                 computed_at = excluded.computed_at
             {sql.changed_guard("engagement_accountscore", [*columns, "last_seen"])}
             """,
-            {"names": float(self.weighted_names or 1)},
+            extra,
         )

@@ -88,11 +88,21 @@ def test_weighted_raw_scores_normalised_against_p90(five_users):
     # Non-zero raws 1, 3, 7, 12: p90 = 10.5.
     assert ScoringState.objects.get(workspace=five_users.workspace).p90 == pytest.approx(10.5)
     assert {k: s.raw_score for k, s in scores.items()} == {
-        "u1": 7, "u2": 1, "u3": 12, "u4": 0, "u5": 3, "u6": 0
+        "u1": 7,
+        "u2": 1,
+        "u3": 12,
+        "u4": 0,
+        "u5": 3,
+        "u6": 0,
     }
     # 100*7/10.5 = 66.7 -> 67; 100/10.5 = 9.5 -> 10; 12 >= p90 -> 100; 100*3/10.5 = 28.6 -> 29.
     assert {k: s.engagement_score for k, s in scores.items()} == {
-        "u1": 67, "u2": 10, "u3": 100, "u4": 0, "u5": 29, "u6": 0
+        "u1": 67,
+        "u2": 10,
+        "u3": 100,
+        "u4": 0,
+        "u5": 29,
+        "u6": 0,
     }
 
 
@@ -302,3 +312,31 @@ def test_products_never_mix(acme, globex):
     assert user_scores(acme)["u1"].raw_score == 3
     assert user_scores(globex)["u1"].raw_score == 1
     assert UserScore.objects.filter(workspace=acme.workspace).count() == 1
+
+
+def test_full_rescore_over_scored_rows_matches_a_first_rescore(five_users):
+    workspace_rescore(workspace_id=five_users.workspace.id)
+    EventWeight.objects.filter(workspace=five_users.workspace, event_name="Report_Created").update(
+        weight=5
+    )
+    apply(five_users, track("u8", "Login", times=2))
+    workspace_rescore(workspace_id=five_users.workspace.id)  # updates rows, inserts u8
+    over_scored_rows = snapshot(five_users)
+    UserScore.objects.filter(workspace=five_users.workspace).delete()
+    AccountScore.objects.filter(workspace=five_users.workspace).delete()
+    workspace_rescore(workspace_id=five_users.workspace.id)
+    assert snapshot(five_users) == over_scored_rows
+    assert over_scored_rows["users"]["u1"][2] == 11  # 2 x 5 + 1
+    assert over_scored_rows["users"]["u8"][2] == 2
+
+
+def test_full_rescore_leaves_unchanged_rows_alone(five_users):
+    first = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0)
+    workspace_rescore(workspace_id=five_users.workspace.id, now=first)
+    workspace_rescore(workspace_id=five_users.workspace.id, now=first + timedelta(minutes=5))
+    computed = set(
+        UserScore.objects.filter(workspace=five_users.workspace).values_list(
+            "computed_at", flat=True
+        )
+    )
+    assert computed == {first}
