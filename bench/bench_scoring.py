@@ -66,13 +66,6 @@ def main() -> int:
     first_s, first = rescore()
     again_s, _ = rescore()
     state = ScoringState.objects.get(workspace=workspace)
-    # Settings change (what a rescore is for): the most common event weighs more, so nearly
-    # every raw score, score and rank moves. Updated without signals, then put back.
-    common = workspace.weights.get(event_name="Feature_00_Used")
-    workspace.weights.filter(id=common.id).update(weight=common.weight + 4)
-    moved_s, _ = rescore()
-    moved_p90 = ScoringState.objects.get(workspace=workspace).p90
-    workspace.weights.filter(id=common.id).update(weight=common.weight)
     rows.append(
         (
             "full rescore, workspace never scored",
@@ -81,14 +74,6 @@ def main() -> int:
         )
     )
     rows.append(("full rescore, nothing changed", f"{again_s:.1f} s", f"p90 = {state.p90:g}"))
-    rows.append(
-        (
-            "full rescore, a weight changed",
-            f"{moved_s:.1f} s",
-            f"{common.event_name} {common.weight} -> {common.weight + 4}: p90 = {moved_p90:g}",
-        )
-    )
-    slowest_rescore_s = max(first_s, again_s, moved_s)
 
     # A user in the middle of the distribution gets five events of the heaviest weight.
     score = (
@@ -149,7 +134,22 @@ def main() -> int:
             f"score {before[0]} -> {current.engagement_score} (target < {TARGET_SECONDS:.0f} s)",
         )
     )
-    # An idle tick (nothing changed beyond the overlap) must cost next to nothing.
+    # A settings change, what a rescore is for: the most common event weighs more, so nearly
+    # every raw score, score and rank moves. Updated without signals, then put back; last,
+    # because it leaves the settings digest changed.
+    common = workspace.weights.get(event_name="Feature_00_Used")
+    workspace.weights.filter(id=common.id).update(weight=common.weight + 4)
+    moved_s, _ = rescore()
+    moved_p90 = ScoringState.objects.get(workspace=workspace).p90
+    workspace.weights.filter(id=common.id).update(weight=common.weight)
+    rows.append(
+        (
+            "full rescore, a weight changed",
+            f"{moved_s:.1f} s",
+            f"{common.event_name} {common.weight} -> {common.weight + 4}: p90 = {moved_p90:g}",
+        )
+    )
+    slowest_rescore_s = max(first_s, again_s, moved_s)
     user = User.objects.get(id=score.user_id)
     rows.append(("user moved", user.tracking_id, ""))
 

@@ -195,9 +195,7 @@ INGESTION_CLOCK_SKEW_SECONDS = env_int("INGESTION_CLOCK_SKEW_SECONDS", 5, minimu
 SCORING_REFRESH_SECONDS = env_int("SCORING_REFRESH_SECONDS", 10, minimum=1)
 # Each refresh re-reads changes this far behind its watermark, so rows written by a transaction
 # that committed after the previous refresh started are never missed.
-SCORING_WATERMARK_OVERLAP_SECONDS = env_int(
-    "SCORING_WATERMARK_OVERLAP_SECONDS", 30, minimum=0
-)
+SCORING_WATERMARK_OVERLAP_SECONDS = env_int("SCORING_WATERMARK_OVERLAP_SECONDS", 30, minimum=0)
 # PostgreSQL work_mem for a refresh's aggregations (SET LOCAL: this transaction only).
 SCORING_WORK_MEM_MB = env_int("SCORING_WORK_MEM_MB", 256, minimum=4)
 # Raw events older than this are deleted (whole daily partitions on PostgreSQL); the daily

@@ -63,7 +63,7 @@ _PG_STATEMENTS = [
                ({_TS} AT TIME ZONE 'UTC')::date AS day, count(*), max({_TS}), %(now)s
         FROM {_STAGE}
         GROUP BY user_id, account_id, name, day
-        ORDER BY user_id, COALESCE(account_id, 0), name, day
+        ORDER BY user_id, name, day, COALESCE(account_id, 0)
         ON CONFLICT (user_id, account_key, event_name, day) DO UPDATE SET
             count = engagement_eventrollup.count + excluded.count,
             updated_at = excluded.updated_at,
