@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -43,14 +45,25 @@ BACKLOG_COUNT_SECONDS = 1.0
 BACKLOG_STALE_SECONDS = 5.0
 
 
+# The writer thread keeps its database connection from one batch to the next: handing it back
+# to the pool after every batch made the next batch pay the pool's health-check round trip.
+# After a pause (the database may have restarted meanwhile) the connection is checked again.
+IDLE_CHECK_SECONDS = 1.0
+_writer_state = threading.local()
+
+
 def _write(entries: Sequence[Entry]) -> None:
     """Runs in the writer thread, which keeps one database connection of its own."""
-    close_old_connections()  # drop a connection a database restart has broken
+    last_write = getattr(_writer_state, "last_write", float("-inf"))
+    if time.monotonic() - last_write > IDLE_CHECK_SECONDS:
+        close_old_connections()  # back to the pool, checked when taken again
     try:
         store_accepted_batch(entries, kick=False, backlog_max_age=BACKLOG_STALE_SECONDS)
     except RequestError:
         connection.close()  # reconnect on the next batch rather than reuse a failed connection
         raise
+    finally:
+        _writer_state.last_write = time.monotonic()
 
 
 def _close_connection() -> None:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import connection
 
+from ingestion import writer as writer_module
 from ingestion.core import Accepted, RequestError
 from ingestion.models import AcceptedRequest
 from ingestion.writer import GroupCommitWriter
@@ -154,3 +156,52 @@ def test_a_request_the_database_refuses_fails_alone_not_its_whole_group_commit(
         for messages in AcceptedRequest.objects.order_by("id").values_list("messages", flat=True)
     ]
     assert stored_users == ["usr_ann", "usr_bo"]
+
+
+def _identify(user_id: str) -> list:
+    message = {"type": "identify", "timestamp": 1793527200000, "userId": user_id}
+    now = datetime.now(UTC)
+    return [(now, Accepted(endpoint="v2/identify", key_digest="d" * 64, messages=[message]))]
+
+
+def _terminate_other_sessions() -> None:
+    """What a database restart does to the writer's connection."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+def test_the_writer_reconnects_after_its_connection_is_lost(transactional_db, monkeypatch):
+    """The writer keeps its connection between batches (no health check per batch). A batch
+    that meets a dead connection gets a 503, which clients retry; the next batch reconnects.
+    After a pause the connection is checked first, so nobody sees the error."""
+    monkeypatch.setattr(writer_module, "IDLE_CHECK_SECONDS", 0.3)
+    writer = GroupCommitWriter(gather_seconds=0.001)
+
+    async def scenario():
+        outcomes = []
+        try:
+            for user_id, pause in (("usr_ann", 0), ("usr_bo", 0), ("usr_cy", 0), ("usr_di", 0.6)):
+                if user_id in ("usr_bo", "usr_di"):
+                    await asyncio.to_thread(_terminate_other_sessions)
+                await asyncio.sleep(pause)
+                try:
+                    await writer.store(_identify(user_id))
+                    outcomes.append((user_id, 202))
+                except RequestError as error:
+                    outcomes.append((user_id, error.status))
+        finally:
+            await writer.close()
+        return outcomes
+
+    assert asyncio.run(scenario()) == [
+        ("usr_ann", 202),
+        ("usr_bo", 503),  # met the dead connection at once
+        ("usr_cy", 202),  # reconnected
+        ("usr_di", 202),  # after a pause: checked, replaced, stored
+    ]
+    connection.close()  # this thread's session was terminated too
+    stored = [m[0]["userId"] for m in AcceptedRequest.objects.values_list("messages", flat=True)]
+    assert sorted(stored) == ["usr_ann", "usr_cy", "usr_di"]
