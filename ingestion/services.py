@@ -243,8 +243,18 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
             drops.extend(_apply_rows(product_id, product_rows))
         if drops:
             DroppedRequest.objects.bulk_create(drops)
-        AcceptedRequest.objects.filter(id__in=[row.id for row in rows]).delete()
+        _accepted_delete([row.id for row in rows])
     return DrainResult(len(rows), len(drops), more)
+
+
+def _accepted_delete(ids: list[int]) -> None:
+    if connection.vendor != "postgresql":
+        AcceptedRequest.objects.filter(id__in=ids).delete()
+        return
+    # One array parameter instead of a placeholder per id: nothing to prepare per row.
+    table = connection.ops.quote_name(AcceptedRequest._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE id = ANY(%s)", [ids])  # noqa: S608
 
 
 def accepted_requests_drain_for(*, seconds: float, batch: int) -> tuple[DrainResult, bool]:
