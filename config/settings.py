@@ -86,23 +86,36 @@ TEMPLATES = [
 _database_url = env_str("DATABASE_URL", "")
 if PRODUCTION and not _database_url:
     raise ImproperlyConfigured("DATABASE_URL is required when DJANGO_ENV=production")
-if _database_url:
-    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+
+
+def _database_from_url(url: str) -> dict:
+    database = dj_database_url.parse(url, conn_max_age=60)
     # Under ASGI (uvicorn) every request runs on a fresh thread, so a persistent connection is
     # never reused and each read opened a new PostgreSQL session; a pool per process fixes that
     # and serves gunicorn just as well.
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
-        "DATABASE_POOL", True
-    ):
-        DATABASES["default"]["CONN_MAX_AGE"] = 0
+    if database["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_POOL", True):
+        database["CONN_MAX_AGE"] = 0
         # A pooled connection may be dead after a database restart: check it on checkout.
-        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        database["CONN_HEALTH_CHECKS"] = True
+        database.setdefault("OPTIONS", {})["pool"] = {
             "min_size": 1,
             "max_size": env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=1),
             # Waiting longer for a connection only delays the 503 a client would retry anyway.
             "timeout": 3,
         }
+    return database
+
+
+# A streaming replica of DATABASE_URL: the read API's queries go there (config.db_routers), so
+# ingestion, draining and scoring keep the primary to themselves.
+_replica_url = env_str("DATABASE_REPLICA_URL", "")
+if _replica_url and not _database_url:
+    raise ImproperlyConfigured("DATABASE_REPLICA_URL is a replica of DATABASE_URL: set both")
+if _database_url:
+    DATABASES = {"default": _database_from_url(_database_url)}
+    if _replica_url:
+        DATABASES["replica"] = {**_database_from_url(_replica_url), "TEST": {"MIRROR": "default"}}
+        DATABASE_ROUTERS = ["config.db_routers.ReadApiReplicaRouter"]
 else:
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {

@@ -13,7 +13,7 @@ from typing import Generic, TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connection
+from django.db import connections, router
 from django.db.models import Count, Exists, OuterRef, QuerySet, TextField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Lower
@@ -130,7 +130,8 @@ def _rank_bookmarks(model: type[ScoreFields], target: str, workspace: Workspace)
     def compute() -> list[tuple[int, int]]:
         # Table and column names come from the model, never from the request.
         sql = _BOOKMARKS_SQL.format(target=target, table=model._meta.db_table)
-        with connection.cursor() as cursor:
+        # Raw SQL, routed like the ORM's reads (a read replica when one serves the read API).
+        with connections[router.db_for_read(model)].cursor() as cursor:
             cursor.execute(sql, [workspace.id, BOOKMARK_EVERY])
             return [tuple(row) for row in cursor.fetchall()]
 

@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
@@ -40,8 +41,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         plain = credentials.strip()
         if not plain.startswith(TOKEN_PREFIX) or " " in plain:
             raise InvalidToken()
+        # Always the primary, never a lagging replica: a revoked token stops working at once.
         token = (
-            ApiToken.objects.filter(token_hash=hash_token(plain), revoked_at__isnull=True)
+            ApiToken.objects.using(DEFAULT_DB_ALIAS)
+            .filter(token_hash=hash_token(plain), revoked_at__isnull=True)
             .only("id", "product_id", "last_used_at")
             .first()
         )

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.db_routers import replica_reads
 from config.exceptions import ApiError
 from engagement import selectors
 from engagement.models import Account, Segment, User, Workspace
@@ -43,6 +44,11 @@ class ReadApiView(APIView):
     authentication_classes = [BearerTokenAuthentication]
     permission_classes = [HasApiToken]
     throttle_classes = [TokenRateThrottle]
+
+    def dispatch(self, request, *args, **kwargs):
+        # Everything this request reads may come from the read replica, when one is configured.
+        with replica_reads():
+            return super().dispatch(request, *args, **kwargs)
 
     @property
     def product_id(self) -> int:

@@ -18,7 +18,7 @@ PRODUCTION = {
 }
 
 
-def load_settings(env: dict) -> subprocess.CompletedProcess:
+def load_settings(env: dict, show: str = "") -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in PRODUCTION and k != "DATA_DIR"}
     clean.update(env)
     return subprocess.run(  # noqa: S603
@@ -27,7 +27,9 @@ def load_settings(env: dict) -> subprocess.CompletedProcess:
             "-c",
             "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'config.settings');"
             "django.setup(); from django.conf import settings;"
-            "print(settings.DATABASES['default']['ENGINE'], settings.CELERY_BROKER_URL)",
+            + (
+                show or "print(settings.DATABASES['default']['ENGINE'], settings.CELERY_BROKER_URL)"
+            ),
         ],
         cwd=ROOT,
         env=clean,
@@ -82,3 +84,18 @@ def test_env_example_lists_every_setting_the_code_reads():
         pattern = r"env_(?:str|bool|int|list|secret)\(\s*\"([A-Z0-9_]+)\""
         read |= set(re.findall(pattern, path.read_text()))
     assert read - listed == set()
+
+
+def test_a_replica_url_routes_the_read_api_to_the_replica():
+    result = load_settings(
+        {**PRODUCTION, "DATABASE_REPLICA_URL": "postgres://eds@replica.example:5432/eds"},
+        show="print(settings.DATABASES['replica']['HOST'], *settings.DATABASE_ROUTERS)",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["replica.example", "config.db_routers.ReadApiReplicaRouter"]
+
+
+def test_a_replica_without_a_primary_is_refused():
+    result = load_settings({"DATABASE_REPLICA_URL": "postgres://eds@replica.example:5432/eds"})
+    assert result.returncode != 0
+    assert "DATABASE_REPLICA_URL" in result.stderr
