@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+import orjson
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
@@ -43,7 +44,7 @@ def _to_domain(message: dict) -> Message:
     )
 
 
-def _drop(row: AcceptedRequest, reason: str, *, product_id: int | None, detail: str = ""):
+def _drop(row: ClaimedRequest, reason: str, *, product_id: int | None, detail: str = ""):
     return DroppedRequest(
         product_id=product_id,
         endpoint=row.endpoint,
@@ -54,7 +55,7 @@ def _drop(row: AcceptedRequest, reason: str, *, product_id: int | None, detail: 
     )
 
 
-def _marker_drops(row: AcceptedRequest, product_id: int) -> list[DroppedRequest]:
+def _marker_drops(row: ClaimedRequest, product_id: int) -> list[DroppedRequest]:
     """The items the acceptance core left out of a row (drop markers), as drops of one message."""
     return [
         DroppedRequest(
@@ -113,7 +114,7 @@ def seen_messages_claim(*, product_id: int, message_ids: Sequence[str]) -> set[s
     return claimed
 
 
-def _unseen_messages(product_id: int, rows: Sequence[AcceptedRequest]) -> list[Message]:
+def _unseen_messages(product_id: int, rows: Sequence[ClaimedRequest]) -> list[Message]:
     """The rows' messages minus drop markers and repeats: a messageId seen earlier in these
     rows, or in an earlier drain (claimed in this transaction, see seen_messages_claim)."""
     candidates: list[dict] = []
@@ -136,7 +137,7 @@ def _unseen_messages(product_id: int, rows: Sequence[AcceptedRequest]) -> list[M
     ]
 
 
-def _apply_rows(product_id: int, rows: Sequence[AcceptedRequest]) -> list[DroppedRequest]:
+def _apply_rows(product_id: int, rows: Sequence[ClaimedRequest]) -> list[DroppedRequest]:
     """Apply one product's rows together; if that fails, row by row, so one bad row is dropped
     with its reason instead of holding the whole backlog back. The seen messageIds are written
     in the same transaction as the effect, so a failure never marks an id seen unapplied."""
@@ -175,28 +176,65 @@ class DrainResult:
 _CLAIM_CHUNK = 100
 
 
-def _claim(limit: int) -> tuple[list[AcceptedRequest], bool]:
+@dataclass(frozen=True, slots=True)
+class ClaimedRequest:
+    """An accepted request locked by this drain: the stored row, without a model around it."""
+
+    id: int
+    received_at: datetime
+    endpoint: str
+    key_digest: str
+    messages: list
+
+
+_CLAIM_SQL = (
+    "SELECT id, received_at, endpoint, key_digest, messages::text FROM {table} "
+    "ORDER BY id FOR UPDATE SKIP LOCKED LIMIT %s"
+)
+
+
+def _claim(limit: int) -> tuple[list[ClaimedRequest], bool]:
     """Lock and load accepted requests in id order until they hold `limit` messages (at least
     one request) or `limit` requests; say whether the limit was reached.
 
     A Segment-SDK batch is one request of up to 2,500 messages, so counting requests alone could
-    pull millions of messages into one transaction. Rows are read through a cursor in chunks;
-    on PostgreSQL a FOR UPDATE cursor locks only the rows it has fetched, so stopping early
-    leaves the rest to other workers.
+    pull millions of messages into one transaction. Rows are read through a server-side cursor
+    in chunks; on PostgreSQL a FOR UPDATE cursor locks only the rows it has fetched, so stopping
+    early leaves the rest to other workers. There the messages arrive as JSON text for orjson:
+    a model instance and the standard json module per row cost more than applying the row.
     """
-    rows: list[AcceptedRequest] = []
+    if connection.vendor != "postgresql":
+        query = AcceptedRequest.objects.select_for_update(skip_locked=True).order_by("id")[:limit]
+        return _claim_until(
+            (
+                ClaimedRequest(r.id, r.received_at, r.endpoint, r.key_digest, r.messages)
+                for r in query.iterator(chunk_size=_CLAIM_CHUNK)
+            ),
+            limit,
+        )
+    table = connection.ops.quote_name(AcceptedRequest._meta.db_table)
+    with connection.chunked_cursor() as cursor:
+        cursor.execute(_CLAIM_SQL.format(table=table), [limit])
+
+        def rows():
+            while chunk := cursor.fetchmany(_CLAIM_CHUNK):
+                for row_id, received_at, endpoint, key_digest, messages in chunk:
+                    yield ClaimedRequest(
+                        row_id, received_at, endpoint, key_digest, orjson.loads(messages)
+                    )
+
+        return _claim_until(rows(), limit)
+
+
+def _claim_until(rows: Iterator[ClaimedRequest], limit: int) -> tuple[list[ClaimedRequest], bool]:
+    claimed: list[ClaimedRequest] = []
     messages = 0
-    query = AcceptedRequest.objects.select_for_update(skip_locked=True).order_by("id")[:limit]
-    cursor = query.iterator(chunk_size=_CLAIM_CHUNK)
-    try:
-        for row in cursor:
-            rows.append(row)
-            messages += len(row.messages)
-            if messages >= limit:
-                return rows, True
-    finally:
-        cursor.close()
-    return rows, len(rows) >= limit
+    for row in rows:
+        claimed.append(row)
+        messages += len(row.messages)
+        if messages >= limit:
+            return claimed, True
+    return claimed, len(claimed) >= limit
 
 
 def accepted_requests_drain(*, limit: int) -> DrainResult:
@@ -215,7 +253,7 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
             for key in IngestionKey.objects.filter(digest__in={row.key_digest for row in rows})
         }
         drops: list[DroppedRequest] = []
-        by_product: dict[int, list[AcceptedRequest]] = defaultdict(list)
+        by_product: dict[int, list[ClaimedRequest]] = defaultdict(list)
         for row in rows:
             key = keys.get(row.key_digest)
             if key is None:
