@@ -154,6 +154,34 @@ def select_in(
 ) -> list[tuple]:
     """Rows of one product by tracking id, in id order; locked FOR UPDATE when `lock` (in id
     order, so two workers locking overlapping rows cannot deadlock)."""
+    if connection.vendor == "postgresql":
+        # One array parameter: nothing to prepare per tracking id. JSON columns come back as
+        # text, as the ORM reads them, and are decoded here with the json module (orjson would
+        # turn an integer beyond 64 bits, which traits may hold, into a float).
+        table = connection.ops.quote_name(model._meta.db_table)
+        json_columns = {
+            index
+            for index, name in enumerate(columns)
+            if isinstance(model._meta.get_field(name), models.JSONField)
+        }
+        select = ", ".join(
+            f"{connection.ops.quote_name(model._meta.get_field(name).column)}"
+            + ("::text" if index in json_columns else "")
+            for index, name in enumerate(columns)
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {select} FROM {table} WHERE product_id = %s "  # noqa: S608
+                f"AND tracking_id = ANY(%s) ORDER BY id{' FOR UPDATE' if lock else ''}",
+                [product_id, sorted(tracking_ids)],
+            )
+            rows = cursor.fetchall()
+        if not json_columns:
+            return [tuple(row) for row in rows]
+        return [
+            tuple(json.loads(v) if i in json_columns else v for i, v in enumerate(row))
+            for row in rows
+        ]
     found: list[tuple] = []
     for chunk in _chunks(sorted(tracking_ids), 5000):
         query = model.objects.filter(product_id=product_id, tracking_id__in=chunk).order_by("id")

@@ -208,3 +208,14 @@ def test_trailing_slash_is_accepted(acme, post_json, drain):
     response = post_json("/v2/track/", {"userId": "usr_1", "event": "A"}, auth=acme.basic)
 
     assert response.status_code == 202
+
+
+def test_integers_beyond_64_bits_keep_every_digit_through_the_worker(acme, post_json, drain):
+    big = 123456789012345678901234567890
+    for traits in ({"seats": big}, {"seats": big, "plan": "pro"}):  # a second merge reads it back
+        body = {"userId": "usr_big", "traits": traits, "timestamp": 1793527200000}
+        assert post_json("/v2/identify", body, auth=acme.basic).status_code == 202
+        drain()
+    user = User.objects.get(product=acme.product, tracking_id="usr_big")
+    assert user.traits == {"seats": big, "plan": "pro"}
+    assert isinstance(user.traits["seats"], int)
