@@ -6,7 +6,10 @@ from io import StringIO
 
 from django.core.management import call_command
 
+from engagement.models import AccountScore, Workspace
+from engagement.scoring import workspace_rescore
 from ingestion.models import AcceptedRequest
+from ingestion.services import accepted_requests_drain
 from readapi.models import ApiToken
 
 
@@ -16,21 +19,27 @@ def run_demo() -> str:
     return out.getvalue()
 
 
-def test_the_printed_curl_line_posts_an_event_that_is_accepted(db, client):
+def test_the_printed_curl_lines_are_accepted_and_give_the_account_a_score(db, client):
     printed = run_demo()
 
-    curl = next(line for line in printed.splitlines() if line.startswith("curl -i -X POST"))
-    argv = shlex.split(curl)
-    headers = dict(argv[i + 1].split(": ", 1) for i, arg in enumerate(argv) if arg == "-H")
-    body = argv[argv.index("-d") + 1]
-    response = client.post(
-        argv[argv.index("POST") + 1].removeprefix("http://testserver"),
-        body,
-        content_type=headers["Content-Type"],
-        HTTP_AUTHORIZATION=headers["Authorization"],
-    )
-    assert response.status_code == 202
-    assert AcceptedRequest.objects.count() == 1
+    curls = [line for line in printed.splitlines() if line.startswith("curl -i -X POST")]
+    assert [shlex.split(curl)[4].rsplit("/", 1)[1] for curl in curls] == ["identify", "track"]
+    for curl in curls:
+        argv = shlex.split(curl)
+        headers = dict(argv[i + 1].split(": ", 1) for i, arg in enumerate(argv) if arg == "-H")
+        response = client.post(
+            argv[argv.index("POST") + 1].removeprefix("http://testserver"),
+            argv[argv.index("-d") + 1],
+            content_type=headers["Content-Type"],
+            HTTP_AUTHORIZATION=headers["Authorization"],
+        )
+        assert response.status_code == 202
+    assert AcceptedRequest.objects.count() == 2
+    accepted_requests_drain(limit=100)
+    workspace = Workspace.objects.get(product__name="Demo product")
+    workspace_rescore(workspace_id=workspace.id)
+    account = AccountScore.objects.get(workspace=workspace, account__tracking_id="acme")
+    assert (account.engagement_score, account.total_users, account.active_users) == (100, 1, 1)
 
 
 def test_each_run_issues_a_fresh_token_and_revokes_the_previous_one(db):

@@ -15,6 +15,8 @@ from readapi.services import api_token_create, api_token_revoke
 
 DEMO_PRODUCT = "Demo product"
 DEMO_TOKEN_NAME = "demo (make run)"  # noqa: S105 (a label)
+# The user joins the account first: an account scores the mean of its users' scores.
+DEMO_IDENTIFY = '{"userId": "usr_123", "groupId": "acme", "traits": {"email": "ann@acme.example"}}'
 DEMO_EVENT = '{"userId": "usr_123", "event": "Report_Created", "context": {"groupId": "acme"}}'
 
 
@@ -65,11 +67,14 @@ class Command(BaseCommand):
                 api_token_revoke(token_id=old.id)
             _, token = api_token_create(product_id=product.id, name=DEMO_TOKEN_NAME)
             workspace = product.workspaces.order_by("id").first()
-        track = (
-            f"curl -i -X POST {base_url}/v2/track -H 'Authorization: Basic {key.key}' "
-            "-H 'Content-Type: application/json' "
-            "-d '" + DEMO_EVENT + "'"
-        )
+
+        def post(path: str, body: str) -> str:
+            return (
+                f"curl -i -X POST {base_url}/{path} -H 'Authorization: Basic {key.key}' "
+                f"-H 'Content-Type: application/json' -d '{body}'"
+            )
+
+        identify, track = post("v2/identify", DEMO_IDENTIFY), post("v2/track", DEMO_EVENT)
         read = (
             f"curl -s '{base_url}/v2/accounts?workspace_id={workspace.id}' "
             f"-H 'Authorization: Bearer {token}'"
@@ -78,7 +83,8 @@ class Command(BaseCommand):
             f"Demo product {product.id} (workspace {workspace.id}) is ready at {base_url}\n"
             f"ingestion key: {key.key}\n"
             f"API token:     {token}\n"
-            "Send an event (answers 202):\n"
+            "Identify a user of the account acme, then send an event (each answers 202):\n"
+            f"{identify}\n"
             f"{track}\n"
             "Read accounts ranked by engagement (scores refresh within a minute):\n"
             f"{read}\n"
