@@ -64,7 +64,7 @@ _PG_STATEMENTS = [
         FROM {_STAGE}
         GROUP BY user_id, account_id, name, day
         ORDER BY user_id, name, day, COALESCE(account_id, 0)
-        ON CONFLICT (user_id, account_key, event_name, day) DO UPDATE SET
+        ON CONFLICT (product_id, user_id, event_name, day, account_key) DO UPDATE SET
             count = engagement_eventrollup.count + excluded.count,
             updated_at = excluded.updated_at,
             last_at = GREATEST(engagement_eventrollup.last_at, excluded.last_at)""",
@@ -144,7 +144,7 @@ def _store_portable(product_id: int, events: Sequence[NewEvent]) -> None:
             (product_id, user_id, key or None, key, name, day, count, last_at, now)
             for (user_id, key, name, day), (count, last_at) in sorted(totals.items())
         ],
-        conflict=("user", "account_key", "event_name", "day"),
+        conflict=("product", "user", "event_name", "day", "account_key"),
         assignments="""count = engagement_eventrollup.count + excluded.count,
             updated_at = excluded.updated_at,
             last_at = CASE WHEN excluded.last_at > engagement_eventrollup.last_at

@@ -254,10 +254,11 @@ class EventRollup(models.Model):
 
     class Meta:
         constraints = [
-            # In this order the rollups of a user stream grouped by event and day, as scoring
-            # aggregates them, with no sort in between.
+            # In this order a product's rollups stream grouped by user, event and day, as
+            # scoring aggregates them, with no sort in between and no other product's rows.
             models.UniqueConstraint(
-                fields=["user", "event_name", "day", "account_key"], name="rollup_unique_day"
+                fields=["product", "user", "event_name", "day", "account_key"],
+                name="rollup_unique_day",
             ),
             models.CheckConstraint(
                 condition=Q(account_key=0, account__isnull=True)
@@ -266,7 +267,6 @@ class EventRollup(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["product", "day"], name="rollup_product_day_idx"),
             models.Index(fields=["account", "day"], name="rollup_account_day_idx"),
             models.Index(fields=["product", "updated_at"], name="rollup_product_updated_idx"),
         ]

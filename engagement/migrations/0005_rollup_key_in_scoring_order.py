@@ -14,8 +14,12 @@ class Migration(migrations.Migration):
             model_name='eventrollup',
             name='rollup_unique_day',
         ),
+        migrations.RemoveIndex(
+            model_name='eventrollup',
+            name='rollup_product_day_idx',
+        ),
         migrations.AddConstraint(
             model_name='eventrollup',
-            constraint=models.UniqueConstraint(fields=('user', 'event_name', 'day', 'account_key'), name='rollup_unique_day'),
+            constraint=models.UniqueConstraint(fields=('product', 'user', 'event_name', 'day', 'account_key'), name='rollup_unique_day'),
         ),
     ]
