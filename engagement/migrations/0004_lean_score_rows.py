@@ -8,9 +8,9 @@ _SCORE_TABLES = ("engagement_userscore", "engagement_accountscore")
 
 
 def vacuum_score_tables_sooner(apps, schema_editor):
-    """A full rescore after a settings change rewrites most rows of a workspace; vacuum reclaims
-    the old versions after 5% of a table changed (the default waits for 20%), so the next
-    rescore does not read a table twice its size."""
+    """A full rescore after a settings change rewrites most rows of a workspace; vacuum frees
+    the old versions once 5% of a table changed (the default waits for 20%), so that the next
+    rewrite reuses their space and the table settles near twice its live size, not more."""
     if schema_editor.connection.vendor == "postgresql":
         for table in _SCORE_TABLES:
             schema_editor.execute(
