@@ -5,7 +5,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from engagement.models import Event
-from ingestion.models import DroppedRequest
+from ingestion.models import AcceptedRequest, DroppedRequest
 from ingestion.services import drops_purge, ingestion_key_create, ingestion_key_revoke
 from ingestion.tasks import purge_old_drops
 
@@ -95,3 +95,10 @@ def test_the_admin_lists_and_filters_drops(acme, admin_client, post_json, drain)
     rows = filtered.content.split(b'id="result_list"')[1].split(b"</table>")[0]
     assert b"Revoked ingestion key" in rows
     assert b"Unknown ingestion key" not in rows
+
+
+def test_a_drop_keeps_the_exact_time_its_request_was_accepted(acme, post_json, drain):
+    post_json("/v2/track", {"userId": "u1", "event": "A"}, auth="Basic not-a-key-of-anyone")
+    accepted_at = AcceptedRequest.objects.get().received_at
+    drain()
+    assert DroppedRequest.objects.get().received_at == accepted_at  # to the microsecond
