@@ -771,26 +771,15 @@ class _Engine:
             "previous_p90": self.state.previous_p90,
             "names": float(self.weighted_names or 1),
         }
+        scope, in_scope, population = self.in_scope("user")
         rank, rank_join = "0", ""
         if self.is_full:
-            population = (
-                "SELECT COUNT(*) FROM engagement_user WHERE product_id = %(product)s"
-                if self.everyone
-                else "SELECT COUNT(*) FROM eds_t_scope_user"
-            )
-            self.load_ranks(
+            rank, rank_join = self.ranks(
                 scored="eds_t_user u",
                 score=sql.score("u.raw", "%(p90)s"),
                 population=population,
+                score_of_row=score,
                 extra=extra,
-            )
-            rank, rank_join = "COALESCE(rk.pr, 0)", f"LEFT JOIN eds_t_rank rk ON rk.score = {score}"
-        if self.everyone:
-            scope, in_scope = "engagement_user usr", "usr.product_id = %(product)s"
-        else:
-            scope, in_scope = (
-                "eds_t_scope_user s JOIN engagement_user usr ON usr.id = s.user_id",
-                "1 = 1",
             )
         inserted = [*_USER_VALUE_COLUMNS, "percentile_rank"]
         values = f"""
@@ -850,13 +839,35 @@ class _Engine:
             """
         self.run(insert, extra)
 
-    def load_ranks(self, *, scored: str, score: str, population: str, extra: dict) -> None:
-        """eds_t_rank: the percentile rank of every score a full rescore is about to write.
+    def in_scope(self, kind: str) -> tuple[str, str, str]:
+        """FROM clause (aliased `usr` or `acc`), WHERE condition and COUNT query of the users or
+        accounts a full rescore writes: all of the product's, or those of the scope table."""
+        table, alias = (
+            ("engagement_user", "usr") if kind == "user" else ("engagement_account", "acc")
+        )
+        if self.everyone:
+            return (
+                f"{table} {alias}",
+                f"{alias}.product_id = %(product)s",
+                f"SELECT COUNT(*) FROM {table} WHERE product_id = %(product)s",
+            )
+        scope = f"eds_t_scope_{kind}"
+        return (
+            f"{scope} s JOIN {table} {alias} ON {alias}.id = s.{kind}_id",
+            "1 = 1",
+            f"SELECT COUNT(*) FROM {scope}",
+        )
+
+    def ranks(
+        self, *, scored: str, score: str, population: str, score_of_row: str, extra: dict
+    ) -> tuple[str, str]:
+        """The percentile rank of every score a full rescore is about to write, as the column
+        expression and the join that bring it to a row whose score is `score_of_row`.
 
         A rank depends only on the score and the workspace's score histogram (100 x rows
-        scoring lower / (rows - 1)), so it comes from a histogram of at most 101 rows instead
-        of a window over a million wide rows. `scored` holds the rows with a computed score;
-        the rest of the `population` (a COUNT query) score 0.
+        scoring lower / (rows - 1)), so it comes from a histogram of at most 101 rows (eds_t_rank)
+        instead of a window over a million wide rows. `scored` holds the rows with a computed
+        score; the rest of the `population` (a COUNT query) score 0.
         """
         self.temp("eds_t_rank", f"score {self.sql.float} PRIMARY KEY, pr {self.sql.float}")
         denominator = "(CASE WHEN SUM(c) OVER () > 1 THEN SUM(c) OVER () - 1 ELSE 1 END)"
@@ -874,6 +885,7 @@ class _Engine:
             """,
             extra,
         )
+        return "COALESCE(rk.pr, 0)", f"LEFT JOIN eds_t_rank rk ON rk.score = {score_of_row}"
 
     def percentiles(self, table: str, raw: str, previous_raw: str, where: str = "1 = 1"):
         """p90 of the non-zero raw scores, now and one period earlier, in one pass."""
@@ -1095,20 +1107,16 @@ class _Engine:
             f"ELSE CAST(mb.active AS {sql.float}) / mb.total END)"
         )
         extra = {"names": float(self.weighted_names or 1)}
+        scope, in_scope, population = self.in_scope("account")
         rank, rank_join = "0", ""
         if self.is_full:
-            population = (
-                "SELECT COUNT(*) FROM engagement_account WHERE product_id = %(product)s"
-                if self.everyone
-                else "SELECT COUNT(*) FROM eds_t_scope_account"
-            )
-            self.load_ranks(
+            rank, rank_join = self.ranks(
                 scored="eds_t_account_members mb",
                 score=sql.round_half_up("mb.mean"),
                 population=population,
+                score_of_row=score,
                 extra=extra,
             )
-            rank, rank_join = "COALESCE(rk.pr, 0)", f"LEFT JOIN eds_t_rank rk ON rk.score = {score}"
         columns = [
             *(c for c in _ACCOUNT_VALUE_COLUMNS if c != "last_seen"),
             *(["percentile_rank"] if self.is_full else []),
@@ -1122,13 +1130,6 @@ class _Engine:
             "OR excluded.last_seen > engagement_accountscore.last_seen "
             "THEN excluded.last_seen ELSE engagement_accountscore.last_seen END"
         )
-        if self.everyone:
-            scope, in_scope = "engagement_account acc", "acc.product_id = %(product)s"
-        else:
-            scope, in_scope = (
-                "eds_t_scope_account s JOIN engagement_account acc ON acc.id = s.account_id",
-                "1 = 1",
-            )
         self.run(
             f"""
             INSERT INTO engagement_accountscore (workspace_id, account_id, engagement_score,
