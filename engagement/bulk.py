@@ -154,6 +154,8 @@ def select_in(
 ) -> list[tuple]:
     """Rows of one product by tracking id, in id order; locked FOR UPDATE when `lock` (in id
     order, so two workers locking overlapping rows cannot deadlock)."""
+    if not tracking_ids:
+        return []
     if connection.vendor == "postgresql":
         # One array parameter: nothing to prepare per tracking id. JSON columns come back as
         # text, as the ORM reads them, and are decoded here with the json module (orjson would
