@@ -496,24 +496,12 @@ class _Engine:
         )
         self.write_users()
         if self.filtered:
-            self.run(
-                """
-                DELETE FROM engagement_userscore WHERE workspace_id = %(ws)s AND NOT EXISTS (
-                    SELECT 1 FROM eds_t_scope_user s
-                    WHERE s.user_id = engagement_userscore.user_id)
-                """
-            )
+            self.delete_out_of_scope("user")
             self.update_ranks("engagement_userscore")
         self.aggregate_accounts()
         self.write_accounts()
         if self.filtered:
-            self.run(
-                """
-                DELETE FROM engagement_accountscore WHERE workspace_id = %(ws)s AND NOT EXISTS (
-                    SELECT 1 FROM eds_t_scope_account s
-                    WHERE s.account_id = engagement_accountscore.account_id)
-                """
-            )
+            self.delete_out_of_scope("account")
             self.update_ranks("engagement_accountscore")
         users = self.scalar("SELECT COUNT(*) FROM engagement_userscore WHERE workspace_id = %(ws)s")
         accounts = self.scalar(
@@ -585,13 +573,7 @@ class _Engine:
             f"SELECT c.user_id FROM eds_t_candidate_user c {in_scope}"
         )
         self.analyze("eds_t_scope_user")
-        self.run(
-            """
-            DELETE FROM engagement_userscore WHERE workspace_id = %(ws)s
-            AND user_id IN (SELECT user_id FROM eds_t_candidate_user)
-            AND user_id NOT IN (SELECT user_id FROM eds_t_scope_user)
-            """
-        )
+        self.delete_out_of_scope("user", among_candidates=True)
         self.aggregate_users()
         self.write_users()
         self.renormalise_users()
@@ -623,17 +605,27 @@ class _Engine:
             f"SELECT c.account_id FROM eds_t_candidate_account c {account_in_scope}"
         )
         self.analyze("eds_t_scope_account")
-        self.run(
-            """
-            DELETE FROM engagement_accountscore WHERE workspace_id = %(ws)s
-            AND account_id IN (SELECT account_id FROM eds_t_candidate_account)
-            AND account_id NOT IN (SELECT account_id FROM eds_t_scope_account)
-            """
-        )
+        self.delete_out_of_scope("account", among_candidates=True)
         self.aggregate_accounts()
         self.write_accounts()
         self.update_ranks("engagement_accountscore")
         return self.count("eds_t_scope_user"), self.count("eds_t_scope_account")
+
+    def delete_out_of_scope(self, kind: str, *, among_candidates: bool = False) -> None:
+        """Drop the score rows of users (or accounts) no longer in the workspace's scope: all
+        of them after a full rescore, only changed ones after an incremental refresh."""
+        table, column = f"engagement_{kind}score", f"{kind}_id"
+        candidates = (
+            f"AND {column} IN (SELECT {column} FROM eds_t_candidate_{kind})"
+            if among_candidates
+            else ""
+        )
+        self.run(
+            f"""
+            DELETE FROM {table} WHERE workspace_id = %(ws)s {candidates}
+            AND NOT EXISTS (SELECT 1 FROM eds_t_scope_{kind} s WHERE s.{column} = {table}.{column})
+            """
+        )
 
     # --- users ------------------------------------------------------------------------------
 
