@@ -340,3 +340,24 @@ def test_full_rescore_leaves_unchanged_rows_alone(five_users):
         )
     )
     assert computed == {first}
+
+
+def test_accounts_and_users_leaving_the_filter_lose_their_scores(acme):
+    configure(acme, account_filter={"plan": "enterprise"})
+    apply(
+        acme,
+        group("e1", "E", {"plan": "enterprise"}),
+        group("g1", "G", {"plan": "enterprise"}),
+        track("e1", "Login"),
+        track("g1", "Login"),
+    )
+    workspace_rescore(workspace_id=acme.workspace.id)
+    assert set(account_scores(acme)) == {"E", "G"}
+    # G downgrades: it and its user leave on the next (incremental) refresh.
+    apply(acme, group("g1", "G", {"plan": "free"}, days_ago=0))
+    assert workspace_refresh(workspace_id=acme.workspace.id).mode == "incremental"
+    assert (set(account_scores(acme)), set(user_scores(acme))) == ({"E"}, {"e1"})
+    # The filter changes: a full rescore drops everyone the new filter leaves out.
+    configure(acme, account_filter={"plan": "free"})
+    workspace_rescore(workspace_id=acme.workspace.id)
+    assert (set(account_scores(acme)), set(user_scores(acme))) == ({"G"}, {"g1"})
