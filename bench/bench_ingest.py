@@ -34,6 +34,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -422,6 +423,9 @@ def fill_backlog(key: str, requests: int) -> int:
                         "event": f"Event_{i % 20}",
                         "groupId": account,
                     }
+                # Segment-family SDKs give every message a random messageId, which the drain
+                # records for deduplication.
+                message["messageId"] = str(uuid.uuid4())
                 copy.write_row(
                     (time.strftime("%Y-%m-%d %H:%M:%S+00"), endpoint, digest, json.dumps([message]))
                 )
@@ -652,6 +656,9 @@ def main() -> int:
     parser.add_argument("--backlog", type=int, default=100_000, help="requests for the drain")
     parser.add_argument("--asgi-workers", type=int, default=2, help="uvicorn worker processes")
     parser.add_argument("--burst", action="store_true", help="back-pressure mode (see above)")
+    parser.add_argument(
+        "--drain-only", action="store_true", help="skip the doors: fill the backlog and drain it"
+    )
     parser.add_argument("--burst-limit", type=int, default=20_000, help="backlog limit in --burst")
     parser.add_argument(
         "--burst-seconds", type=int, default=15, help="length of --burst (600 for a memory soak)"
@@ -683,6 +690,13 @@ def main() -> int:
             return burst(wrk_bin, varied, seconds, args.burst_limit, args.asgi_workers)
         finally:
             clear_kicks()
+    if args.drain_only:
+        print(f"filling the store with {backlog:,} accepted requests and draining them ...")
+        fill_backlog(key, backlog)
+        drained = drain(backlog)
+        print_table([], drained, backlog)
+        print(f"load average at start {started_load:.2f}, at end {load_average():.2f}")
+        return 0
     gunicorn_setup = "gunicorn, 4 sync workers"
     uvicorn_setup = f"uvicorn, {args.asgi_workers} workers, uvloop, httptools, group commit"
     runs: list[Run] = []
