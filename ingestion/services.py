@@ -257,6 +257,7 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
     once; a worker that dies mid-way leaves its rows unclaimed for the next drain.
     """
     with transaction.atomic():
+        _commit_without_waiting_for_disk()
         rows, more = _claim(limit)
         if not rows:
             return DrainResult(0, 0)
@@ -295,6 +296,20 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
             DroppedRequest.objects.bulk_create(drops)
         _accepted_delete([row.id for row in rows])
     return DrainResult(len(rows), len(drops), more)
+
+
+def _commit_without_waiting_for_disk() -> None:
+    """On PostgreSQL, let this drain's commit return before its WAL reaches disk.
+
+    Safe here, unlike at the front door: the drain applies and deletes its accepted rows in one
+    transaction. If the database server crashes before that commit is on disk, the whole
+    transaction is gone together: the rows are back in the store, their messageIds unclaimed,
+    and the next drain applies them once. Readers may briefly have seen the lost effects. What
+    it saves is a WAL flush per batch that the worker would otherwise sit out.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
 def _accepted_delete(ids: list[int]) -> None:
