@@ -55,6 +55,7 @@ CONNECTIONS = 32
 TRACK_BODY = '{"userId":"usr_1042","event":"Report_Created","context":{"groupId":"acc_17"}}'
 SERVER_START_SECONDS = 30
 DRAIN_LIMIT_SECONDS = 600
+SPREAD_MS = int(os.environ.get("BENCH_SPREAD_MS", 30 * 86_400_000))
 
 
 @dataclass
@@ -394,7 +395,7 @@ def fill_backlog(key: str, requests: int) -> int:
             "FROM STDIN"
         ) as copy:
             for i in range(requests):
-                ts = now_ms - (i * 7919 % (30 * 86_400_000))
+                ts = now_ms - (i * 7919 % SPREAD_MS)
                 user = f"usr_{i * 31 % 2000}"
                 account = f"acc_{i * 17 % 200}"
                 if i % 50 == 0:

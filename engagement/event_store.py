@@ -9,7 +9,9 @@ aggregation and multi-row statements.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection, transaction
@@ -22,25 +24,88 @@ from engagement.models import Event, EventName, EventRollup, User
 NewEvent = tuple[int, int | None, str, int]
 
 _STAGE = "eds_stage_event"
+_TRACK_STAGE = "eds_stage_track"
 _COPY_SPECIALS = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 # Event names already recorded, per process: most batches then skip that statement.
 _known_event_names: set[tuple[int, str]] = set()
 
 
-def events_store(*, product_id: int, events: Sequence[NewEvent]) -> None:
-    if not events:
-        return
+@dataclass(frozen=True, slots=True)
+class StagedTrackIds:
+    """The ids of the users and accounts that staged tracks name, by tracking id."""
+
+    users: dict[str, int]
+    accounts: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvents:
+    count: int = 0
+    account_ids: frozenset[int] = frozenset()
+
+
+def tracks_stage(*, select_sql: str, params: Sequence | Mapping | None = None) -> None:
+    """PostgreSQL only: stage the tracks that `select_sql` yields, as rows of (user tracking id,
+    account tracking id or NULL, event name, Unix milliseconds), for `events_store(staged=...)`
+    later in this transaction.
+
+    For a caller whose messages are already in the database (the ingestion drain): the events
+    go from one table to the next without a Python object per event.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS {_TRACK_STAGE} (user_tid text NOT NULL, "
+            "group_tid text, name text NOT NULL, ms bigint NOT NULL) ON COMMIT DELETE ROWS"
+        )
+        cursor.execute(f"TRUNCATE {_TRACK_STAGE}")
+        cursor.execute(
+            f"INSERT INTO {_TRACK_STAGE} (user_tid, group_tid, name, ms) {select_sql}",  # noqa: S608
+            params,
+        )
+
+
+def staged_tracking_ids() -> tuple[set[str], set[str]]:
+    """The user and account tracking ids that the staged tracks name."""
+    users: set[str] = set()
+    accounts: set[str] = set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT DISTINCT true, user_tid FROM {_TRACK_STAGE} "  # noqa: S608
+            f"UNION ALL SELECT DISTINCT false, group_tid FROM {_TRACK_STAGE} "
+            "WHERE group_tid IS NOT NULL"
+        )
+        for is_user, tracking_id in cursor.fetchall():
+            (users if is_user else accounts).add(tracking_id)
+    return users, accounts
+
+
+def events_store(
+    *, product_id: int, events: Sequence[NewEvent], staged: StagedTrackIds | None = None
+) -> StoredEvents:
+    """Store these events and, on PostgreSQL, the staged tracks (see `tracks_stage`), whose
+    users and accounts `staged` maps to ids; a staged track without an account counts for its
+    user's most recently linked account."""
+    if not events and staged is None:
+        return StoredEvents()
     if connection.vendor == "postgresql":
-        _store_postgresql(product_id, events)
+        stored, names = _store_postgresql(product_id, events, staged)
     else:
+        if staged is not None:
+            raise NotImplementedError("staged tracks need PostgreSQL")
         _store_portable(product_id, events)
-    # Remembered only once committed: a rolled-back apply must not hide a name it never stored.
-    names = {(product_id, name) for _, _, name, _ in events}
-    transaction.on_commit(lambda: _known_event_names.update(names))
+        names = {name for _, _, name, _ in events}
+        stored = StoredEvents(
+            len(events), frozenset(account_id for _, account_id, _, _ in events if account_id)
+        )
+    if names:
+        # Remembered once committed: a rolled-back apply must not hide a name it never stored.
+        known = {(product_id, name) for name in names}
+        transaction.on_commit(lambda: _known_event_names.update(known))
+    return stored
 
 
-def _new_names(product_id: int, events: Sequence[NewEvent]) -> bool:
-    return any((product_id, name) not in _known_event_names for _, _, name, _ in events)
+def _new_names(product_id: int, names: Iterable[str]) -> bool:
+    return any((product_id, name) not in _known_event_names for name in names)
 
 
 def _copy_text(value: str) -> str:
@@ -82,15 +147,30 @@ _PG_NAMES = f"""INSERT INTO engagement_eventname (product_id, name, first_seen_a
     SELECT DISTINCT %(product)s, name, %(now)s FROM {_STAGE} ORDER BY 2
     ON CONFLICT (product_id, name) DO NOTHING"""
 _NULL = "\\N"
+# Staged tracks to staged events: tracking ids to ids (the caller's maps, bound as JSON), and an
+# event without an account to its user's latest link, looked up once per user.
+_FROM_TRACK_STAGE = f"""
+    WITH users AS (
+            SELECT tid, id::bigint AS id FROM jsonb_each_text(%(users)s::jsonb) AS u(tid, id)),
+         accounts AS (
+            SELECT tid, id::bigint AS id FROM jsonb_each_text(%(accounts)s::jsonb) AS a(tid, id)),
+         latest AS (
+            SELECT DISTINCT ON (m.user_id) m.user_id, m.account_id
+            FROM engagement_membership m
+            WHERE m.user_id IN (SELECT users.id FROM {_TRACK_STAGE} t
+                                JOIN users ON users.tid = t.user_tid WHERE t.group_tid IS NULL)
+            ORDER BY m.user_id, m.linked_at DESC, m.account_id DESC)
+    INSERT INTO {_STAGE} (user_id, account_id, name, ms)
+    SELECT users.id, COALESCE(accounts.id, latest.account_id), t.name, t.ms
+    FROM {_TRACK_STAGE} t
+    JOIN users ON users.tid = t.user_tid
+    LEFT JOIN accounts ON accounts.tid = t.group_tid
+    LEFT JOIN latest ON latest.user_id = users.id AND t.group_tid IS NULL"""
 
 
-def _store_postgresql(product_id: int, events: Sequence[NewEvent]) -> None:
-    text = "".join(
-        [
-            f"{user_id}\t{_NULL if account_id is None else account_id}\t{_copy_text(name)}\t{ms}\n"
-            for user_id, account_id, name, ms in events
-        ]
-    )
+def _store_postgresql(
+    product_id: int, events: Sequence[NewEvent], staged: StagedTrackIds | None
+) -> tuple[StoredEvents, set[str]]:
     with connection.cursor() as cursor:
         # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
         cursor.execute(
@@ -98,13 +178,34 @@ def _store_postgresql(product_id: int, events: Sequence[NewEvent]) -> None:
             "account_id bigint, name text NOT NULL, ms bigint NOT NULL) ON COMMIT DELETE ROWS"
         )
         cursor.execute(f"TRUNCATE {_STAGE}")
-        with cursor.cursor.copy(f"COPY {_STAGE} FROM STDIN") as copy:
-            copy.write(text)
+        if events:
+            text = "".join(
+                [
+                    f"{user_id}\t{_NULL if account_id is None else account_id}\t"
+                    f"{_copy_text(name)}\t{ms}\n"
+                    for user_id, account_id, name, ms in events
+                ]
+            )
+            with cursor.cursor.copy(f"COPY {_STAGE} FROM STDIN") as copy:
+                copy.write(text)
+        count = len(events)
+        if staged is not None:
+            cursor.execute(
+                _FROM_TRACK_STAGE,
+                {"users": json.dumps(staged.users), "accounts": json.dumps(staged.accounts)},
+            )
+            count += cursor.rowcount
+        if not count:
+            return StoredEvents(), set()
         params = {"product": product_id, "now": timezone.now()}
         for statement in _PG_STATEMENTS:
             cursor.execute(statement, params)
-        if _new_names(product_id, events):
+        cursor.execute(f"SELECT DISTINCT name, account_id FROM {_STAGE}")  # noqa: S608
+        pairs = cursor.fetchall()
+        names = {name for name, _ in pairs}
+        if _new_names(product_id, names):
             cursor.execute(_PG_NAMES, params)
+    return StoredEvents(count, frozenset(a for _, a in pairs if a is not None)), names
 
 
 def _store_portable(product_id: int, events: Sequence[NewEvent]) -> None:
@@ -159,7 +260,7 @@ def _store_portable(product_id: int, events: Sequence[NewEvent]) -> None:
             last_seen_at = CASE WHEN last_seen_at IS NULL OR last_seen_at < eds_new.c2
                                 THEN eds_new.c2 ELSE last_seen_at END""",
     )
-    if _new_names(product_id, events):
+    if _new_names(product_id, {name for _, _, name, _ in events}):
         bulk.insert_ignoring_conflicts(
             EventName,
             ("product", "name", "first_seen_at"),

@@ -269,8 +269,18 @@ def _accounts_write(accounts: Iterable[_AccountState], now: datetime) -> None:
     )
 
 
-def messages_apply(*, product_id: int, messages: Sequence[Message]) -> ApplyResult:
-    """Apply validated identify/group/track messages of one product.
+def tracks_stage(*, select_sql: str, params: Sequence | dict | None = None) -> None:
+    """PostgreSQL only: stage tracks for the next `messages_apply(staged_tracks=True)` in this
+    transaction. `select_sql` yields (user tracking id, account tracking id or NULL, event name,
+    Unix milliseconds), one row per track, from the caller's own tables: validated data only."""
+    event_store.tracks_stage(select_sql=select_sql, params=params)
+
+
+def messages_apply(
+    *, product_id: int, messages: Sequence[Message], staged_tracks: bool = False
+) -> ApplyResult:
+    """Apply validated identify/group/track messages of one product, and with `staged_tracks`
+    the tracks put in `tracks_stage` before (PostgreSQL), exactly as if they were in `messages`.
 
     Any order of the same messages ends in the same users, accounts, traits and links. A track
     for an unknown user creates that user as not yet identified. An event counts for the account
@@ -280,11 +290,14 @@ def messages_apply(*, product_id: int, messages: Sequence[Message]) -> ApplyResu
     per message (bench/bench_ingest.py measures the rate of one worker).
     """
     result = ApplyResult()
-    if not messages:
+    staged_users, staged_accounts = (
+        event_store.staged_tracking_ids() if staged_tracks else (set(), set())
+    )
+    if not messages and not staged_users:
         return result
     ordered = sorted(messages, key=lambda m: m.timestamp_ms)
-    user_ids = {m.user_id for m in ordered if m.user_id}
-    account_ids = {m.group_id for m in ordered if m.group_id}
+    user_ids = {m.user_id for m in ordered if m.user_id} | staged_users
+    account_ids = {m.group_id for m in ordered if m.group_id} | staged_accounts
     grouped = {m.group_id for m in ordered if m.kind == "group"}
     with_traits = {m.user_id for m in ordered if m.kind == "identify" and m.traits}
 
@@ -335,12 +348,20 @@ def messages_apply(*, product_id: int, messages: Sequence[Message]) -> ApplyResu
             )
             for user, group_id, name, ms in tracks
         ]
-        event_store.events_store(product_id=product_id, events=events)
+        staged = (
+            event_store.StagedTrackIds(
+                users={tid: users[tid].id for tid in staged_users},
+                accounts={tid: accounts[tid].id for tid in staged_accounts},
+            )
+            if staged_tracks
+            else None
+        )
+        stored = event_store.events_store(product_id=product_id, events=events, staged=staged)
     result.users_touched.update(u.id for u in users.values())
     result.accounts_touched.update(a.id for a in accounts.values())
-    result.accounts_touched.update(account_id for _, account_id, _, _ in events if account_id)
+    result.accounts_touched.update(stored.account_ids)
     result.accounts_touched.update(account_id for _, account_id in links)
-    result.events_created = len(events)
+    result.events_created = stored.count
     return result
 
 

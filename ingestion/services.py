@@ -50,13 +50,16 @@ def _drop(row: ClaimedRequest, reason: str, *, product_id: int | None, detail: s
         endpoint=row.endpoint,
         reason=reason,
         detail=detail[:500],
-        message_count=len(row.messages),
+        message_count=row.message_count,
         received_at=row.received_at,
     )
 
 
 def _marker_drops(row: ClaimedRequest, product_id: int) -> list[DroppedRequest]:
-    """The items the acceptance core left out of a row (drop markers), as drops of one message."""
+    """The items the acceptance core left out of a row (drop markers), as drops of one message.
+    (A row claimed without its messages has none.)"""
+    if row.messages is None:
+        return []
     return [
         DroppedRequest(
             product_id=product_id,
@@ -137,14 +140,69 @@ def _unseen_messages(product_id: int, rows: Sequence[ClaimedRequest]) -> list[Me
     ]
 
 
+# PostgreSQL: the claimed rows' messages, expanded from their stored JSON in the database, less
+# drop markers. Each messageId is kept at its first place in these rows (the order they were
+# accepted in); messages without one are all kept.
+_STAGE_MESSAGES = """
+    INSERT INTO eds_stage_message (kind, message_id, body)
+    SELECT kind, message_id, body FROM (
+        SELECT m.body->>'type' AS kind, m.body->>'messageId' AS message_id, m.body,
+               row_number() OVER (PARTITION BY m.body->>'messageId' ORDER BY a.id, m.place) AS nth
+        FROM ingestion_acceptedrequest a
+        CROSS JOIN LATERAL jsonb_array_elements(a.messages) WITH ORDINALITY AS m(body, place)
+        WHERE a.id = ANY(%(ids)s) AND m.body->>'type' <> %(drop)s) AS expanded
+    WHERE message_id IS NULL OR nth = 1"""
+# Claim the staged messageIds (see seen_messages_claim: sorted, so two workers cannot deadlock)
+# and unstage the messages whose id an earlier drain already claimed.
+_CLAIM_STAGED = """
+    WITH claimed AS (
+        INSERT INTO ingestion_seenmessage (product_id, message_id, seen_at)
+        SELECT %(product)s, message_id, %(now)s FROM eds_stage_message
+        WHERE message_id IS NOT NULL ORDER BY message_id
+        ON CONFLICT (product_id, message_id) DO NOTHING RETURNING message_id)
+    DELETE FROM eds_stage_message
+    WHERE message_id IS NOT NULL AND message_id NOT IN (SELECT message_id FROM claimed)"""
+_STAGED_TRACKS = """
+    SELECT body->>'userId', body->>'groupId', body->>'event', (body->>'timestamp')::bigint
+    FROM eds_stage_message WHERE kind = 'track'"""
+
+
+def _apply_in_database(product_id: int, rows: Sequence[ClaimedRequest]) -> None:
+    """PostgreSQL: apply the rows with their messages left in the database. Tracks, nearly all
+    of the traffic, go from the stored JSON to events and rollups in SQL; only identify and
+    group messages, whose traits merge in Python, are loaded."""
+    params = {
+        "ids": [row.id for row in rows],
+        "drop": core.DROP,
+        "product": product_id,
+        "now": timezone.now(),
+    }
+    with connection.cursor() as cursor:
+        # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
+        cursor.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS eds_stage_message (kind text NOT NULL, "
+            "message_id text, body jsonb NOT NULL) ON COMMIT DELETE ROWS"
+        )
+        cursor.execute("TRUNCATE eds_stage_message")
+        cursor.execute(_STAGE_MESSAGES, params)
+        cursor.execute(_CLAIM_STAGED, params)
+        cursor.execute("SELECT body::text FROM eds_stage_message WHERE kind <> 'track'")
+        others = [_to_domain(json.loads(body)) for (body,) in cursor.fetchall()]
+    engagement_services.tracks_stage(select_sql=_STAGED_TRACKS)
+    engagement_services.messages_apply(product_id=product_id, messages=others, staged_tracks=True)
+
+
 def _apply_rows(product_id: int, rows: Sequence[ClaimedRequest]) -> list[DroppedRequest]:
     """Apply one product's rows together; if that fails, row by row, so one bad row is dropped
     with its reason instead of holding the whole backlog back. The seen messageIds are written
     in the same transaction as the effect, so a failure never marks an id seen unapplied."""
     try:
         with transaction.atomic():
-            messages = _unseen_messages(product_id, rows)
-            engagement_services.messages_apply(product_id=product_id, messages=messages)
+            if connection.vendor == "postgresql":
+                _apply_in_database(product_id, rows)
+            else:
+                messages = _unseen_messages(product_id, rows)
+                engagement_services.messages_apply(product_id=product_id, messages=messages)
         return []
     except OperationalError:
         raise  # the database itself is in trouble: leave the rows for the next drain
@@ -182,13 +240,16 @@ class ClaimedRequest:
 
     `received` is the time it was accepted, or on PostgreSQL that time in Unix microseconds:
     only a drop or a revoked key needs it as a datetime, so most rows never convert it.
+    `messages` is None on PostgreSQL for a row without drop markers: its messages are applied
+    where they are stored (see _apply_in_database).
     """
 
     id: int
     received: datetime | int
     endpoint: str
     key_digest: str
-    messages: list
+    message_count: int
+    messages: list | None
 
     @property
     def received_at(self) -> datetime:
@@ -200,8 +261,10 @@ class ClaimedRequest:
 
 _CLAIM_SQL = (
     "SELECT id, (EXTRACT(EPOCH FROM received_at) * 1000000)::bigint, endpoint, key_digest, "
-    "messages::text FROM {table} ORDER BY id FOR UPDATE SKIP LOCKED LIMIT %s"
+    "jsonb_array_length(messages), CASE WHEN messages @> %s::jsonb THEN messages::text END "
+    "FROM {table} ORDER BY id FOR UPDATE SKIP LOCKED LIMIT %s"
 )
+_HOLDS_DROP_MARKERS = json.dumps([{"type": core.DROP}])
 
 
 def _claim(limit: int) -> tuple[list[ClaimedRequest], bool]:
@@ -211,28 +274,36 @@ def _claim(limit: int) -> tuple[list[ClaimedRequest], bool]:
     A Segment-SDK batch is one request of up to 2,500 messages, so counting requests alone could
     pull millions of messages into one transaction. Rows are read through a server-side cursor
     in chunks; on PostgreSQL a FOR UPDATE cursor locks only the rows it has fetched, so stopping
-    early leaves the rest to other workers. There rows are read as plain tuples: a model
-    instance per row cost more than applying the row. (The json module, not orjson, decodes the
-    messages: orjson reads an integer beyond 64 bits, which traits may hold, as a float.)
+    early leaves the rest to other workers. There rows are read as plain tuples, and their
+    messages stay in the database unless the row holds drop markers to record. (The json
+    module, not orjson, decodes messages: orjson reads an integer beyond 64 bits, which traits
+    may hold, as a float.)
     """
     if connection.vendor != "postgresql":
         query = AcceptedRequest.objects.select_for_update(skip_locked=True).order_by("id")[:limit]
         return _claim_until(
             (
-                ClaimedRequest(r.id, r.received_at, r.endpoint, r.key_digest, r.messages)
+                ClaimedRequest(
+                    r.id, r.received_at, r.endpoint, r.key_digest, len(r.messages), r.messages
+                )
                 for r in query.iterator(chunk_size=_CLAIM_CHUNK)
             ),
             limit,
         )
     table = connection.ops.quote_name(AcceptedRequest._meta.db_table)
     with connection.chunked_cursor() as cursor:
-        cursor.execute(_CLAIM_SQL.format(table=table), [limit])
+        cursor.execute(_CLAIM_SQL.format(table=table), [_HOLDS_DROP_MARKERS, limit])
 
         def rows():
             while chunk := cursor.fetchmany(_CLAIM_CHUNK):
-                for row_id, received, endpoint, key_digest, messages in chunk:
+                for row_id, received, endpoint, key_digest, count, messages in chunk:
                     yield ClaimedRequest(
-                        row_id, received, endpoint, key_digest, json.loads(messages)
+                        row_id,
+                        received,
+                        endpoint,
+                        key_digest,
+                        count,
+                        None if messages is None else json.loads(messages),
                     )
 
         return _claim_until(rows(), limit)
@@ -243,7 +314,7 @@ def _claim_until(rows: Iterator[ClaimedRequest], limit: int) -> tuple[list[Claim
     messages = 0
     for row in rows:
         claimed.append(row)
-        messages += len(row.messages)
+        messages += row.message_count
         if messages >= limit:
             return claimed, True
     return claimed, len(claimed) >= limit

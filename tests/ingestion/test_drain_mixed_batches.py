@@ -1,0 +1,78 @@
+"""One drain over requests of every shape at once: tracks (applied from the stored JSON in SQL on
+PostgreSQL), identify and group calls (merged in Python), items left out of a batch, repeats."""
+
+from engagement.models import Event, EventRollup, Membership, User
+from ingestion.models import DroppedRequest, SeenMessage
+from tests.ingestion.segment_support import iso_now, segment_auth, track
+
+
+def post_segment_batch(post_json, tenant, items):
+    response = post_json(
+        "/v1/batch", {"batch": items, "sentAt": iso_now()}, auth=segment_auth(tenant.key.key)
+    )
+    assert response.status_code == 200, response.content
+
+
+def test_tracks_identifies_and_dropped_items_in_one_drain(acme, post_json, drain):
+    ann_joins_initech = {
+        "type": "identify",
+        "userId": "usr_ann",
+        "traits": {"email": "ann@initech.example", "seats": 12345678901234567890123},
+        "groupId": "acc_initech",
+        "messageId": "m-identify",
+        "timestamp": iso_now(offset_seconds=-60),
+    }
+    post_segment_batch(
+        post_json,
+        acme,
+        [
+            track("usr_ann", "Report_Created", messageId="m-1"),
+            {"type": "alias", "userId": "usr_ann", "previousId": "anon-1"},
+            track("usr_bob", "Report_Created", messageId="m-2", context={"groupId": "acc_globo"}),
+        ],
+    )
+    post_json("/v2/track", {"userId": "usr_cy", "event": "Invite_Sent"}, auth=acme.basic)
+    post_segment_batch(
+        post_json,
+        acme,
+        [ann_joins_initech, track("usr_ann", "Report_Created", messageId="m-1")],
+    )
+
+    assert drain() == 3
+
+    ann = User.objects.get(product=acme.product, tracking_id="usr_ann")
+    assert ann.identified and ann.traits["seats"] == 12345678901234567890123
+    events = {
+        (e.user.tracking_id, e.name, e.account.tracking_id if e.account else None)
+        for e in Event.objects.select_related("user", "account")
+    }
+    # usr_ann's track names no account: it counts for the one she was linked to in this drain.
+    assert events == {
+        ("usr_ann", "Report_Created", "acc_initech"),
+        ("usr_bob", "Report_Created", "acc_globo"),
+        ("usr_cy", "Invite_Sent", None),
+    }
+    assert Event.objects.count() == 3  # the repeated m-1 once
+    assert sum(EventRollup.objects.values_list("count", flat=True)) == 3
+    assert Membership.objects.get().account.tracking_id == "acc_initech"
+    alias = DroppedRequest.objects.get()
+    assert (alias.reason, alias.item_index, alias.message_count) == ("unsupported_type", 1, 1)
+    assert set(SeenMessage.objects.values_list("message_id", flat=True)) == {
+        "m-1",
+        "m-2",
+        "m-identify",
+    }
+
+
+def test_a_drain_of_only_repeats_changes_nothing(acme, post_json, drain):
+    items = [track("usr_ann", "E", messageId="m-1")]
+    post_segment_batch(post_json, acme, items)
+    drain()
+    before = list(User.objects.values_list("id", "first_seen_at", "last_seen_at"))
+
+    post_segment_batch(post_json, acme, items)
+
+    assert drain() == 1
+    assert Event.objects.count() == 1
+    assert EventRollup.objects.get().count == 1
+    assert list(User.objects.values_list("id", "first_seen_at", "last_seen_at")) == before
