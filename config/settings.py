@@ -184,6 +184,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "engagement.tasks.scores_refresh_due",
         "schedule": float(env_int("SCORING_REFRESH_SECONDS", 10, minimum=1)),
     },
+    "scores-purge-event-activity": {
+        "task": "engagement.tasks.event_activity_purge",
+        "schedule": 60.0,
+    },
     "ingestion-purge-seen-messages": {
         "task": "ingestion.tasks.purge_seen_messages",
         "schedule": 3600.0,
@@ -206,6 +210,9 @@ INGESTION_CLOCK_SKEW_SECONDS = env_int("INGESTION_CLOCK_SKEW_SECONDS", 5, minimu
 
 # --- Scoring --------------------------------------------------------------------------------
 SCORING_REFRESH_SECONDS = env_int("SCORING_REFRESH_SECONDS", 10, minimum=1)
+# How long the record of applied event batches (EventActivity) is kept for incremental refreshes;
+# a workspace last scored before that is rescored in full.
+SCORING_ACTIVITY_KEEP_MINUTES = env_int("SCORING_ACTIVITY_KEEP_MINUTES", 30, minimum=5)
 # Each refresh re-reads changes this far behind its watermark, so rows written by a transaction
 # that committed after the previous refresh started are never missed.
 SCORING_WATERMARK_OVERLAP_SECONDS = env_int("SCORING_WATERMARK_OVERLAP_SECONDS", 30, minimum=0)

@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from engagement import bulk
-from engagement.models import Event, EventName, EventRollup, User
+from engagement.models import Event, EventActivity, EventName, EventRollup, User
 
 # (user id, account id or None, event name, Unix milliseconds)
 NewEvent = tuple[int, int | None, str, int]
@@ -133,6 +133,12 @@ _PG_STATEMENTS = [
             count = engagement_eventrollup.count + excluded.count,
             updated_at = excluded.updated_at,
             last_at = GREATEST(engagement_eventrollup.last_at, excluded.last_at)""",
+    # What scoring rescores next: the batch's users and accounts, one row for the batch.
+    f"""INSERT INTO engagement_eventactivity (product_id, applied_at, user_ids, account_ids)
+        SELECT %(product)s, %(now)s, jsonb_agg(DISTINCT user_id),
+               COALESCE(jsonb_agg(DISTINCT account_id) FILTER (WHERE account_id IS NOT NULL),
+                        '[]'::jsonb)
+        FROM {_STAGE}""",
     # First and last seen (the users are already locked by the caller).
     f"""UPDATE engagement_user AS u
         SET first_seen_at = LEAST(u.first_seen_at, s.first_at),
@@ -250,6 +256,18 @@ def _store_portable(product_id: int, events: Sequence[NewEvent]) -> None:
             updated_at = excluded.updated_at,
             last_at = CASE WHEN excluded.last_at > engagement_eventrollup.last_at
                            THEN excluded.last_at ELSE engagement_eventrollup.last_at END""",
+    )
+    bulk.insert(
+        EventActivity,
+        ("product", "applied_at", "user_ids", "account_ids"),
+        [
+            (
+                product_id,
+                now,
+                sorted(seen),
+                sorted({account_id for _, account_id, _, _ in rows if account_id}),
+            )
+        ],
     )
     bulk.update_by_id(
         User,

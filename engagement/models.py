@@ -249,7 +249,9 @@ class EventRollup(models.Model):
     day = models.DateField()
     count = models.PositiveIntegerField(default=0)
     last_at = models.DateTimeField()
-    # When a worker last added to this row: scoring refreshes what changed since its watermark.
+    # When a worker last added to this row. Not indexed: with no indexed column changing, adding
+    # to a row is a HOT update on PostgreSQL (the table leaves free space on each page for it)
+    # and touches no index. Scoring finds what changed through EventActivity instead.
     updated_at = models.DateTimeField()
 
     class Meta:
@@ -268,8 +270,25 @@ class EventRollup(models.Model):
         ]
         indexes = [
             models.Index(fields=["account", "day"], name="rollup_account_day_idx"),
-            models.Index(fields=["product", "updated_at"], name="rollup_product_updated_idx"),
         ]
+
+
+class EventActivity(models.Model):
+    """The users and accounts one applied batch of events touched, and when: what an incremental
+    scoring refresh reads to find changed rollups. One row per batch, not per event or rollup
+    row; kept SCORING_ACTIVITY_KEEP_MINUTES, and a refresh whose watermark is older than that
+    rescores in full."""
+
+    product = models.ForeignKey(
+        Product, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    applied_at = models.DateTimeField(db_index=True)
+    # JSON arrays of ids. Plain ids, not foreign keys: a hint to rescore, harmless once stale.
+    user_ids = models.JSONField(default=list)
+    account_ids = models.JSONField(default=list)
+
+    def __str__(self) -> str:
+        return f"{len(self.user_ids)} users at {self.applied_at:%Y-%m-%d %H:%M:%S}"
 
 
 class ScoreFields(models.Model):

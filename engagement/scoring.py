@@ -155,9 +155,15 @@ def workspace_refresh(
         workspace = Workspace.objects.get(id=workspace_id)
         digest = workspace_config_digest(workspace=workspace)
         today = now.astimezone(UTC).date()
+        since = (
+            state.scored_through - timedelta(seconds=settings.SCORING_WATERMARK_OVERLAP_SECONDS)
+            if state.scored_through
+            else None
+        )
         full = (
             force_full
-            or state.scored_through is None
+            or since is None
+            or not _activity_kept_since(since, now)
             or state.window_end != today
             or state.config_digest != digest
         )
@@ -167,11 +173,11 @@ def workspace_refresh(
                 users, accounts = engine.full()
                 mode = "full"
             else:
-                since = state.scored_through - timedelta(
-                    seconds=settings.SCORING_WATERMARK_OVERLAP_SECONDS
-                )
                 changed = engine.incremental(since=since)
                 if changed is None:
+                    # Nothing changed up to `now`: the watermark moves on all the same.
+                    state.scored_through = now
+                    state.save(update_fields=["scored_through"])
                     return RefreshResult(workspace_id=workspace_id, mode="idle")
                 users, accounts = changed
                 mode = "incremental"
@@ -205,6 +211,14 @@ def workspace_refresh(
     )
 
 
+def _activity_kept_since(since: datetime, now: datetime, *, margin: float = 1.0) -> bool:
+    """Whether EventActivity still holds every batch applied after `since` (older rows are
+    purged; with a margin below 1, whether it will for a while yet): if not, only a full
+    rescore is sure to see every change."""
+    keep = timedelta(minutes=settings.SCORING_ACTIVITY_KEEP_MINUTES) * margin
+    return since >= now - keep
+
+
 def workspace_refresh_is_due(*, workspace: Workspace, now: datetime | None = None) -> bool:
     """Cheap check (indexed EXISTS queries): would a refresh have anything to do?"""
     now = now or timezone.now()
@@ -216,13 +230,15 @@ def workspace_refresh_is_due(*, workspace: Workspace, now: datetime | None = Non
     if state.config_digest != workspace_config_digest(workspace=workspace):
         return True
     since = state.scored_through - timedelta(seconds=settings.SCORING_WATERMARK_OVERLAP_SECONDS)
+    if not _activity_kept_since(since, now, margin=0.5):
+        return True  # an idle refresh moves the watermark on before the activity it needs goes
     params = {"product": workspace.product_id, "since": _dt(since)}
     with connection.cursor() as cursor:
         cursor.execute(
             """
             SELECT 1 WHERE EXISTS (
-                SELECT 1 FROM engagement_eventrollup
-                WHERE product_id = %(product)s AND updated_at > %(since)s)
+                SELECT 1 FROM engagement_eventactivity
+                WHERE product_id = %(product)s AND applied_at > %(since)s)
             OR EXISTS (
                 SELECT 1 FROM engagement_user
                 WHERE product_id = %(product)s AND updated_at > %(since)s)
@@ -255,6 +271,12 @@ class _Dialect:
         self.float = "DOUBLE PRECISION" if self.postgres else "REAL"
         self.empty_json = "'[]'"
         self.timestamp = "TIMESTAMP WITH TIME ZONE" if self.postgres else "TEXT"
+
+    def json_elements(self, column: str) -> str:
+        """A table `j` of the elements of a JSON array column, as text in `j.value`."""
+        if self.postgres:
+            return f"jsonb_array_elements_text({column}) AS j(value)"
+        return f"json_each({column}) AS j"
 
     def round_half_up(self, expr: str) -> str:
         # CAST truncates on SQLite, which is floor for the non-negative values used here.
@@ -515,10 +537,11 @@ class _Engine:
         self.temp("eds_t_candidate_user", "user_id BIGINT PRIMARY KEY")
         self.temp("eds_t_candidate_account", "account_id BIGINT PRIMARY KEY")
         self.run(
-            """
+            f"""
             INSERT INTO eds_t_candidate_user (user_id)
-            SELECT user_id FROM engagement_eventrollup
-                WHERE product_id = %(product)s AND updated_at > %(since)s
+            SELECT CAST(j.value AS BIGINT)
+                FROM engagement_eventactivity x, {self.sql.json_elements("x.user_ids")}
+                WHERE x.product_id = %(product)s AND x.applied_at > %(since)s
             UNION SELECT id FROM engagement_user
                 WHERE product_id = %(product)s AND updated_at > %(since)s
             UNION SELECT m.user_id FROM engagement_membership m
@@ -528,11 +551,11 @@ class _Engine:
             extra,
         )
         self.run(
-            """
+            f"""
             INSERT INTO eds_t_candidate_account (account_id)
-            SELECT account_id FROM engagement_eventrollup
-                WHERE product_id = %(product)s AND updated_at > %(since)s
-                AND account_id IS NOT NULL
+            SELECT CAST(j.value AS BIGINT)
+                FROM engagement_eventactivity x, {self.sql.json_elements("x.account_ids")}
+                WHERE x.product_id = %(product)s AND x.applied_at > %(since)s
             UNION SELECT id FROM engagement_account
                 WHERE product_id = %(product)s AND updated_at > %(since)s
             UNION SELECT m.account_id FROM engagement_membership m

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
 from django.conf import settings
@@ -15,6 +15,7 @@ from django.utils import timezone
 from engagement import bulk, event_store
 from engagement.models import (
     Account,
+    EventActivity,
     Membership,
     Product,
     User,
@@ -437,6 +438,14 @@ def account_prefixed_traits_replace(
                 rows,
             )
     return PrefixedTraitsResult(matched=len(tracking_ids) - len(missing), created=len(missing))
+
+
+def event_activity_purge(*, now: datetime | None = None) -> int:
+    """Forget applied event batches older than SCORING_ACTIVITY_KEEP_MINUTES (a refresh whose
+    watermark is older rescores in full, so nothing it needed is lost)."""
+    cutoff = (now or timezone.now()) - timedelta(minutes=settings.SCORING_ACTIVITY_KEEP_MINUTES)
+    deleted, _ = EventActivity.objects.filter(applied_at__lt=cutoff).delete()
+    return deleted
 
 
 def event_partitions_maintain(*, today: date | None = None) -> dict[str, int]:

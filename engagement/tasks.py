@@ -53,6 +53,12 @@ def segment_members_refresh(segment_id: int) -> int:
 
 
 @shared_task(ignore_result=True)
+def event_activity_purge() -> int:
+    """Periodic (every minute): forget applied batches older than SCORING_ACTIVITY_KEEP_MINUTES."""
+    return services.event_activity_purge()
+
+
+@shared_task(ignore_result=True)
 def event_partitions_maintain() -> dict[str, int]:
     """Periodic (hourly): partitions for the days ahead, retention for the days behind."""
     return services.event_partitions_maintain()

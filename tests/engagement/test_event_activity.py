@@ -1,0 +1,94 @@
+"""Which applied batches an incremental refresh reads (EventActivity), how long they are kept,
+and what happens to a workspace whose watermark is older than that."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from engagement.models import EventActivity, EventRollup, ScoringState, User
+from engagement.scoring import workspace_refresh, workspace_refresh_is_due
+from engagement.services import event_activity_purge
+from engagement.tasks import event_activity_purge as event_activity_purge_task
+from tests.engagement.helpers import apply, track
+
+
+def test_each_applied_batch_records_its_users_and_accounts_once(acme):
+    apply(acme, track("u1", "Login", times=3, account="A"), track("u2", "Login"))
+
+    activity = EventActivity.objects.get(product=acme.product)
+    users = dict(User.objects.values_list("tracking_id", "id"))
+    assert sorted(activity.user_ids) == sorted([users["u1"], users["u2"]])
+    assert activity.account_ids == [EventRollup.objects.get(user_id=users["u1"]).account_id]
+
+
+def test_the_purge_forgets_batches_older_than_the_keep_window(acme, settings):
+    settings.SCORING_ACTIVITY_KEEP_MINUTES = 30
+    apply(acme, track("u1", "Login"))
+    apply(acme, track("u2", "Login"))
+    old = EventActivity.objects.order_by("id").first()
+    EventActivity.objects.filter(id=old.id).update(
+        applied_at=timezone.now() - timedelta(minutes=31)
+    )
+
+    assert event_activity_purge() == 1
+    assert event_activity_purge_task() == 0
+    assert EventActivity.objects.count() == 1
+    assert "engagement.tasks.event_activity_purge" in {
+        entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()
+    }
+
+
+def test_a_watermark_older_than_the_kept_activity_means_a_full_rescore(acme, settings):
+    settings.SCORING_ACTIVITY_KEEP_MINUTES = 30
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
+    apply(acme, track("u1", "Login"))
+    assert workspace_refresh(workspace_id=acme.workspace.id).mode == "full"
+    ScoringState.objects.filter(workspace=acme.workspace).update(
+        scored_through=timezone.now() - timedelta(minutes=31)
+    )
+
+    assert workspace_refresh_is_due(workspace=acme.workspace)
+    assert workspace_refresh(workspace_id=acme.workspace.id).mode == "full"
+
+
+def test_an_idle_workspace_is_refreshed_before_its_watermark_outlives_the_activity(acme, settings):
+    settings.SCORING_ACTIVITY_KEEP_MINUTES = 30
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
+    apply(acme, track("u1", "Login"))
+    workspace_refresh(workspace_id=acme.workspace.id)
+    assert not workspace_refresh_is_due(workspace=acme.workspace)
+    # As if all that happened 20 minutes ago, and the last refresh 16 minutes ago.
+    long_ago = timezone.now() - timedelta(minutes=20)
+    EventActivity.objects.update(applied_at=long_ago)
+    User.objects.update(created_at=long_ago, updated_at=long_ago)
+    ScoringState.objects.filter(workspace=acme.workspace).update(
+        scored_through=timezone.now() - timedelta(minutes=16)
+    )
+
+    # Nothing changed, but half the keep window has passed: an idle refresh moves the watermark.
+    assert workspace_refresh_is_due(workspace=acme.workspace)
+    before = timezone.now()
+    assert workspace_refresh(workspace_id=acme.workspace.id).mode == "idle"
+    assert ScoringState.objects.get(workspace=acme.workspace).scored_through >= before
+    assert not workspace_refresh_is_due(workspace=acme.workspace)
+
+
+@pytest.mark.postgresql
+def test_adding_to_a_rollup_rewrites_no_index(acme):
+    """No indexed column changes, and the page has room: a HOT update on PostgreSQL."""
+    if connection.vendor != "postgresql":
+        pytest.skip("HOT updates are PostgreSQL's")
+    apply(acme, track("u1", "Login"))
+    apply(acme, track("u1", "Login"))
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_stat_get_xact_tuples_updated(c.oid), "
+            "pg_stat_get_xact_tuples_hot_updated(c.oid) "
+            "FROM pg_class c WHERE c.relname = 'engagement_eventrollup'"
+        )
+        updated, hot = cursor.fetchone()
+    assert EventRollup.objects.get().count == 2
+    assert (updated, hot) == (1, 1)
