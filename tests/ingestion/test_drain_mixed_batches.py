@@ -1,6 +1,7 @@
 """One drain over requests of every shape at once: tracks (applied from the stored JSON in SQL on
 PostgreSQL), identify and group calls (merged in Python), items left out of a batch, repeats."""
 
+from engagement import services as engagement_services
 from engagement.models import Event, EventRollup, Membership, User
 from ingestion.models import DroppedRequest, SeenMessage
 from tests.ingestion.segment_support import iso_now, segment_auth, track
@@ -76,3 +77,30 @@ def test_a_drain_of_only_repeats_changes_nothing(acme, post_json, drain):
     assert Event.objects.count() == 1
     assert EventRollup.objects.get().count == 1
     assert list(User.objects.values_list("id", "first_seen_at", "last_seen_at")) == before
+
+
+def test_one_request_that_cannot_be_applied_is_found_by_halving(
+    acme, post_json, drain, monkeypatch
+):
+    applied = engagement_services.messages_apply
+    calls = []
+
+    def fails_on_poison(**kwargs):
+        calls.append(1)
+        if any(m.user_id == "usr_poison" for m in kwargs["messages"]):
+            raise RuntimeError("a bug in applying")
+        return applied(**kwargs)
+
+    monkeypatch.setattr(engagement_services, "messages_apply", fails_on_poison)
+    for n in range(15):
+        post_json("/v2/track", {"userId": f"usr_{n}", "event": "E"}, auth=acme.basic)
+        if n == 9:
+            post_json("/v2/identify", {"userId": "usr_poison"}, auth=acme.basic)
+
+    assert drain() == 16
+
+    assert Event.objects.count() == 15
+    drop = DroppedRequest.objects.get()
+    assert (drop.reason, drop.endpoint) == ("apply_failed", "v2/identify")
+    # All 16 together, then halves of 8, 4, 2 and 1: 9 tries where one per row took 17.
+    assert len(calls) == 9
