@@ -55,6 +55,8 @@ CONNECTIONS = 32
 TRACK_BODY = '{"userId":"usr_1042","event":"Report_Created","context":{"groupId":"acc_17"}}'
 SERVER_START_SECONDS = 30
 DRAIN_LIMIT_SECONDS = 600
+# Event times in the drain's backlog go back this far: 30 days by default (every event its own
+# rollup row, the harder case); 3600000 for a live stream (events of the last hour).
 SPREAD_MS = int(os.environ.get("BENCH_SPREAD_MS", 30 * 86_400_000))
 
 
@@ -650,6 +652,16 @@ def print_table(runs: list[Run], drained: dict | None, backlog: int) -> None:
             "requests "
             f"(1 event each) in {drained['seconds']:.1f} s = {drained['events_per_s']:,.0f} "
             f"events/s; dropped {drained['dropped']}; store {state}"
+        )
+        spread = (
+            f"{SPREAD_MS / 86_400_000:g} days"
+            if SPREAD_MS >= 86_400_000
+            else (f"{SPREAD_MS / 3_600_000:g} hours")
+        )
+        print(
+            f"  each message with a messageId; event times spread over {spread} "
+            "(BENCH_SPREAD_MS); INGESTION_DRAIN_BATCH="
+            f"{os.environ.get('INGESTION_DRAIN_BATCH', 'default')}"
         )
 
 
