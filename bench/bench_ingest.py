@@ -373,14 +373,14 @@ django.setup()
 from django.conf import settings
 from ingestion.services import accepted_requests_drain_for
 deadline = time.monotonic() + {limit}
-started = time.monotonic()
+started = time.time()
 requests = dropped = 0
 more = True
 while more and time.monotonic() < deadline:
     result, more = accepted_requests_drain_for(seconds=5, batch=settings.INGESTION_DRAIN_BATCH)
     requests += result.requests
     dropped += result.dropped
-print(json.dumps({{"seconds": time.monotonic() - started, "requests": requests,
+print(json.dumps({{"started": started, "ended": time.time(), "requests": requests,
                   "dropped": dropped, "left": more}}))
 """
 
@@ -439,23 +439,36 @@ def fill_backlog(key: str, requests: int) -> int:
     return requests
 
 
-def drain(requests: int) -> dict:
-    env = server_env()
-    result = subprocess.run(
-        [PYTHON, "-c", _DRAIN_CODE.format(limit=DRAIN_LIMIT_SECONDS)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=DRAIN_LIMIT_SECONDS + 60,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise SystemExit(f"the drain failed:\n{result.stderr[-3000:]}")
-    figures = json.loads(result.stdout.strip().splitlines()[-1])
-    figures["events_per_s"] = figures["requests"] / figures["seconds"]
-    figures["left_in_store"] = store_counts()[0]
-    return figures
+def drain(requests: int, workers: int = 1) -> dict:
+    """`workers` processes drain the backlog at once (they claim with SKIP LOCKED); the rate is
+    all they applied over the time from the first one starting to the last one finishing."""
+    processes = [
+        subprocess.Popen(
+            [PYTHON, "-c", _DRAIN_CODE.format(limit=DRAIN_LIMIT_SECONDS)],
+            cwd=ROOT,
+            env=server_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(workers)
+    ]
+    reports = []
+    for process in processes:
+        out, err = process.communicate(timeout=DRAIN_LIMIT_SECONDS + 60)
+        if process.returncode != 0:
+            raise SystemExit(f"the drain failed:\n{err[-3000:]}")
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    seconds = max(r["ended"] for r in reports) - min(r["started"] for r in reports)
+    applied = sum(r["requests"] for r in reports)
+    return {
+        "workers": workers,
+        "seconds": seconds,
+        "requests": applied,
+        "dropped": sum(r["dropped"] for r in reports),
+        "events_per_s": applied / seconds,
+        "left_in_store": store_counts()[0],
+    }
 
 
 # --- Burst (back-pressure) --------------------------------------------------------------------
@@ -613,6 +626,10 @@ def machine() -> str:
     )
 
 
+def _processes(count: int) -> str:
+    return "one process" if count == 1 else f"{count} processes"
+
+
 def print_table(runs: list[Run], drained: dict | None, backlog: int) -> None:
     print()
     print(
@@ -648,7 +665,8 @@ def print_table(runs: list[Run], drained: dict | None, backlog: int) -> None:
             else (f"{drained['left_in_store']:,} left after {DRAIN_LIMIT_SECONDS} s")
         )
         print(
-            f"drain: one process applied {drained['requests']:,} of {backlog:,} accepted "
+            f"drain: {_processes(drained['workers'])} applied {drained['requests']:,} of "
+            f"{backlog:,} accepted "
             "requests "
             f"(1 event each) in {drained['seconds']:.1f} s = {drained['events_per_s']:,.0f} "
             f"events/s; dropped {drained['dropped']}; store {state}"
@@ -674,6 +692,9 @@ def main() -> int:
     parser.add_argument("--burst", action="store_true", help="back-pressure mode (see above)")
     parser.add_argument(
         "--drain-only", action="store_true", help="skip the doors: fill the backlog and drain it"
+    )
+    parser.add_argument(
+        "--drain-workers", type=int, default=1, help="processes draining the backlog at once"
     )
     parser.add_argument("--burst-limit", type=int, default=20_000, help="backlog limit in --burst")
     parser.add_argument(
@@ -709,7 +730,7 @@ def main() -> int:
     if args.drain_only:
         print(f"filling the store with {backlog:,} accepted requests and draining them ...")
         fill_backlog(key, backlog)
-        drained = drain(backlog)
+        drained = drain(backlog, args.drain_workers)
         print_table([], drained, backlog)
         print(f"load average at start {started_load:.2f}, at end {load_average():.2f}")
         return 0
@@ -759,7 +780,7 @@ def main() -> int:
         clear_kicks()
     print(f"filling the store with {backlog:,} accepted requests and draining them ...", flush=True)
     fill_backlog(key, backlog)
-    drained = drain(backlog)
+    drained = drain(backlog, args.drain_workers)
     print_table(runs, drained, backlog)
     print(f"load average at start {started_load:.2f}, at end {load_average():.2f}")
     lost = sum(run.lost for run in runs)

@@ -150,7 +150,7 @@ _STAGE_MESSAGES = """
                row_number() OVER (PARTITION BY m.body->>'messageId' ORDER BY a.id, m.place) AS nth
         FROM ingestion_acceptedrequest a
         CROSS JOIN LATERAL jsonb_array_elements(a.messages) WITH ORDINALITY AS m(body, place)
-        WHERE a.id = ANY(%(ids)s) AND m.body->>'type' <> %(drop)s) AS expanded
+        WHERE a.id = ANY(%(ids)s::bigint[]) AND m.body->>'type' <> %(drop)s) AS expanded
     WHERE message_id IS NULL OR nth = 1"""
 # Claim the staged messageIds (see seen_messages_claim: sorted, so two workers cannot deadlock)
 # and unstage the messages whose id an earlier drain already claimed.
@@ -173,7 +173,7 @@ def _apply_in_database(product_id: int, rows: Sequence[ClaimedRequest]) -> None:
     of the traffic, go from the stored JSON to events and rollups in SQL; only identify and
     group messages, whose traits merge in Python, are loaded."""
     params = {
-        "ids": [row.id for row in rows],
+        "ids": _bigint_array([row.id for row in rows]),
         "drop": core.DROP,
         "product": product_id,
         "now": timezone.now(),
@@ -370,6 +370,12 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
     return DrainResult(len(rows), len(drops), more)
 
 
+def _bigint_array(ids: Sequence[int]) -> str:
+    """PostgreSQL's text form of an array of integers, for a `%s::bigint[]` parameter: one
+    string to send instead of a list the driver formats element by element in Python."""
+    return "{" + ",".join(map(str, ids)) + "}"
+
+
 def _commit_without_waiting_for_disk() -> None:
     """On PostgreSQL, let this drain's commit return before its WAL reaches disk.
 
@@ -391,7 +397,10 @@ def _accepted_delete(ids: list[int]) -> None:
     # One array parameter instead of a placeholder per id: nothing to prepare per row.
     table = connection.ops.quote_name(AcceptedRequest._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {table} WHERE id = ANY(%s)", [ids])  # noqa: S608
+        cursor.execute(
+            f"DELETE FROM {table} WHERE id = ANY(%s::bigint[])",  # noqa: S608
+            [_bigint_array(ids)],
+        )
 
 
 def accepted_requests_drain_for(*, seconds: float, batch: int) -> tuple[DrainResult, bool]:
