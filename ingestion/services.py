@@ -141,13 +141,22 @@ def _unseen_messages(product_id: int, rows: Sequence[ClaimedRequest]) -> list[Me
 
 
 # PostgreSQL: the claimed rows' messages, expanded from their stored JSON in the database, less
-# drop markers. Each messageId is kept at its first place in these rows (the order they were
-# accepted in); messages without one are all kept.
+# drop markers: a track as its fields, any other message whole. Each messageId is kept at its
+# first place in these rows (the order they were accepted in); messages without one are all
+# kept. Sorting by messageId byte by byte (COLLATE "C") is enough and far cheaper than by the
+# database's locale.
 _STAGE_MESSAGES = """
-    INSERT INTO eds_stage_message (kind, message_id, body)
-    SELECT kind, message_id, body FROM (
+    INSERT INTO eds_stage_message (kind, message_id, user_tid, group_tid, name, ms, body)
+    SELECT kind, message_id,
+           CASE WHEN kind = 'track' THEN body->>'userId' END,
+           CASE WHEN kind = 'track' THEN body->>'groupId' END,
+           CASE WHEN kind = 'track' THEN body->>'event' END,
+           CASE WHEN kind = 'track' THEN (body->>'timestamp')::bigint END,
+           CASE WHEN kind <> 'track' THEN body END
+    FROM (
         SELECT m.body->>'type' AS kind, m.body->>'messageId' AS message_id, m.body,
-               row_number() OVER (PARTITION BY m.body->>'messageId' ORDER BY a.id, m.place) AS nth
+               row_number() OVER (PARTITION BY (m.body->>'messageId') COLLATE "C"
+                                  ORDER BY a.id, m.place) AS nth
         FROM ingestion_acceptedrequest a
         CROSS JOIN LATERAL jsonb_array_elements(a.messages) WITH ORDINALITY AS m(body, place)
         WHERE a.id = ANY(%(ids)s::bigint[]) AND m.body->>'type' <> %(drop)s) AS expanded
@@ -158,14 +167,13 @@ _CLAIM_STAGED = """
     WITH claimed AS (
         INSERT INTO ingestion_seenmessage (product_id, message_id, seen_at)
         SELECT %(product)s, message_id, %(now)s FROM eds_stage_message
-        WHERE message_id IS NOT NULL ORDER BY message_id
+        WHERE message_id IS NOT NULL ORDER BY message_id COLLATE "C"
         ON CONFLICT (product_id, message_id) DO NOTHING RETURNING message_id)
     DELETE FROM eds_stage_message s
     WHERE s.message_id IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM claimed c WHERE c.message_id = s.message_id)"""
 _STAGED_TRACKS = """
-    SELECT body->>'userId', body->>'groupId', body->>'event', (body->>'timestamp')::bigint
-    FROM eds_stage_message WHERE kind = 'track'"""
+    SELECT user_tid, group_tid, name, ms FROM eds_stage_message WHERE kind = 'track'"""
 
 
 def _apply_in_database(product_id: int, rows: Sequence[ClaimedRequest]) -> None:
@@ -182,7 +190,8 @@ def _apply_in_database(product_id: int, rows: Sequence[ClaimedRequest]) -> None:
         # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
         cursor.execute(
             "CREATE TEMP TABLE IF NOT EXISTS eds_stage_message (kind text NOT NULL, "
-            "message_id text, body jsonb NOT NULL) ON COMMIT DELETE ROWS"
+            "message_id text, user_tid text, group_tid text, name text, ms bigint, body jsonb) "
+            "ON COMMIT DELETE ROWS"
         )
         cursor.execute("TRUNCATE eds_stage_message")
         cursor.execute(_STAGE_MESSAGES, params)
