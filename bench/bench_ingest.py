@@ -385,9 +385,11 @@ print(json.dumps({{"started": started, "ended": time.time(), "requests": request
 """
 
 
-def fill_backlog(key: str, requests: int) -> int:
+def fill_backlog(key: str, requests: int, per_request: int = 1) -> int:
     """`requests` accepted calls (like the doors store them) for 2,000 users, 200 accounts and
-    20 event names over 30 days: 2% identify, 0.2% group, the rest track. Returns messages."""
+    20 event names over 30 days: 2% identify, 0.2% group, the rest track. With `per_request`
+    above 1, that many messages are stored per request, as /v1/batch stores a Segment batch.
+    Returns messages."""
     digest = hashlib.sha256(key.encode()).hexdigest()
     now_ms = int(time.time() * 1000)
     with psycopg.connect(f"{PG_URL}/{DB_NAME}") as conn, conn.cursor() as cursor:
@@ -396,7 +398,8 @@ def fill_backlog(key: str, requests: int) -> int:
             "COPY ingestion_acceptedrequest (received_at, endpoint, key_digest, messages) "
             "FROM STDIN"
         ) as copy:
-            for i in range(requests):
+            pending: list[dict] = []
+            for i in range(requests * per_request):
                 ts = now_ms - (i * 7919 % SPREAD_MS)
                 user = f"usr_{i * 31 % 2000}"
                 account = f"acc_{i * 17 % 200}"
@@ -429,17 +432,25 @@ def fill_backlog(key: str, requests: int) -> int:
                 # Segment-family SDKs give every message a random messageId, which the drain
                 # records for deduplication.
                 message["messageId"] = str(uuid.uuid4())
-                copy.write_row(
-                    (time.strftime("%Y-%m-%d %H:%M:%S+00"), endpoint, digest, json.dumps([message]))
-                )
+                pending.append(message)
+                if len(pending) == per_request:
+                    copy.write_row(
+                        (
+                            time.strftime("%Y-%m-%d %H:%M:%S+00"),
+                            endpoint if per_request == 1 else "v1/batch",
+                            digest,
+                            json.dumps(pending),
+                        )
+                    )
+                    pending = []
         conn.commit()
     # Start every drain just after a checkpoint: which pages are written whole to the WAL
     # then no longer depends on when the last one happened, so runs compare.
     sql("CHECKPOINT")
-    return requests
+    return requests * per_request
 
 
-def drain(requests: int, workers: int = 1) -> dict:
+def drain(requests: int, workers: int = 1, per_request: int = 1) -> dict:
     """`workers` processes drain the backlog at once (they claim with SKIP LOCKED); the rate is
     all they applied over the time from the first one starting to the last one finishing."""
     processes = [
@@ -463,10 +474,11 @@ def drain(requests: int, workers: int = 1) -> dict:
     applied = sum(r["requests"] for r in reports)
     return {
         "workers": workers,
+        "per_request": per_request,
         "seconds": seconds,
         "requests": applied,
         "dropped": sum(r["dropped"] for r in reports),
-        "events_per_s": applied / seconds,
+        "events_per_s": applied * per_request / seconds,
         "left_in_store": store_counts()[0],
     }
 
@@ -668,7 +680,8 @@ def print_table(runs: list[Run], drained: dict | None, backlog: int) -> None:
             f"drain: {_processes(drained['workers'])} applied {drained['requests']:,} of "
             f"{backlog:,} accepted "
             "requests "
-            f"(1 event each) in {drained['seconds']:.1f} s = {drained['events_per_s']:,.0f} "
+            f"({drained['per_request']} event{'s' if drained['per_request'] > 1 else ''} each) "
+            f"in {drained['seconds']:.1f} s = {drained['events_per_s']:,.0f} "
             f"events/s; dropped {drained['dropped']}; store {state}"
         )
         spread = (
@@ -695,6 +708,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--drain-workers", type=int, default=1, help="processes draining the backlog at once"
+    )
+    parser.add_argument(
+        "--messages-per-request",
+        type=int,
+        default=1,
+        help="messages in each accepted request of the drain's backlog (100: /v1/batch calls)",
     )
     parser.add_argument("--burst-limit", type=int, default=20_000, help="backlog limit in --burst")
     parser.add_argument(
@@ -729,8 +748,8 @@ def main() -> int:
             clear_kicks()
     if args.drain_only:
         print(f"filling the store with {backlog:,} accepted requests and draining them ...")
-        fill_backlog(key, backlog)
-        drained = drain(backlog, args.drain_workers)
+        fill_backlog(key, backlog, args.messages_per_request)
+        drained = drain(backlog, args.drain_workers, args.messages_per_request)
         print_table([], drained, backlog)
         print(f"load average at start {started_load:.2f}, at end {load_average():.2f}")
         return 0
@@ -779,8 +798,8 @@ def main() -> int:
     finally:
         clear_kicks()
     print(f"filling the store with {backlog:,} accepted requests and draining them ...", flush=True)
-    fill_backlog(key, backlog)
-    drained = drain(backlog, args.drain_workers)
+    fill_backlog(key, backlog, args.messages_per_request)
+    drained = drain(backlog, args.drain_workers, args.messages_per_request)
     print_table(runs, drained, backlog)
     print(f"load average at start {started_load:.2f}, at end {load_average():.2f}")
     lost = sum(run.lost for run in runs)
