@@ -41,9 +41,10 @@ _DELETE = "DELETE FROM ingestion_acceptedrequest WHERE id IN (SELECT id FROM cla
 _EVENTS = """INSERT INTO engagement_event (product_id, user_id, account_id, name, timestamp)
     SELECT product, 1, NULL, name, 'epoch'::timestamptz + ms * interval '1 millisecond'
     FROM staged"""
-_SEEN = """INSERT INTO ingestion_seenmessage (product_id, message_id, seen_at)
-    SELECT DISTINCT product, message_id, now() FROM staged ORDER BY 2
-    ON CONFLICT (product_id, message_id) DO NOTHING"""
+_SEEN = """INSERT INTO ingestion_seenmessage (message_key, product_id, message_id, seen_at)
+    SELECT DISTINCT md5(product::text || ':' || message_id)::uuid, product, message_id, now()
+    FROM staged ORDER BY 1
+    ON CONFLICT (message_key) DO NOTHING"""
 
 STEPS = [
     ("claim the rows, read their JSON, delete them", [_CLAIM, _EXPAND, _DELETE]),

@@ -1,6 +1,8 @@
 """Ingestion keys, the durable acceptance store, and the record of every dropped request."""
 
+import hashlib
 import secrets
+import uuid
 
 from django.db import models
 
@@ -81,25 +83,30 @@ class DroppedRequest(models.Model):
         indexes = [models.Index(fields=["product", "reason"], name="drop_product_reason_idx")]
 
 
+def seen_message_key(product_id: int, message_id: str) -> uuid.UUID:
+    """SeenMessage's key: what PostgreSQL computes as md5(product_id || ':' || message_id)."""
+    digest = hashlib.md5(f"{product_id}:{message_id}".encode(), usedforsecurity=False)
+    return uuid.UUID(digest.hexdigest())
+
+
 class SeenMessage(models.Model):
     """A `messageId` already applied for a product, so a repeat (a retry after a timeout, the
     same message through another endpoint) is applied once. Written in the same transaction as
     the effect; purged after INGESTION_DEDUP_DAYS."""
 
-    # Every applied message writes one row, so the row is kept lean: no database foreign key
-    # (its deferred check ran once per row at commit; deleting a product still cascades through
-    # the ORM), no index of its own on product (the unique key leads with it), and on
-    # PostgreSQL a BRIN index for the purge's `seen_at` range, as rows arrive in time order
-    # (migration 0003; a B-tree elsewhere).
+    # Every applied message writes one row, so the row is kept lean. Its key is the MD5 of
+    # "<product id>:<messageId>" as a UUID (`seen_message_key`): 16 bytes that are both the
+    # primary key and the per-product dedup key, so each message checks and fills one small
+    # index. No database foreign key (its deferred check ran once per row at commit; deleting a
+    # product still cascades through the ORM), no index on product or on the messageId text
+    # (kept for people, in the admin), and on PostgreSQL a BRIN index for the purge's `seen_at`
+    # range, as rows arrive in time order (a B-tree elsewhere; migration 0003).
+    message_key = models.UUIDField(primary_key=True, editable=False)
     product = models.ForeignKey(
         Product, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
     )
     message_id = models.CharField(max_length=255)
     seen_at = models.DateTimeField()
 
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["product", "message_id"], name="seen_message_unique_product_id"
-            )
-        ]
+    def __str__(self) -> str:
+        return self.message_id

@@ -16,7 +16,13 @@ from django.utils import timezone
 from engagement import services as engagement_services
 from engagement.services import Message
 from ingestion import core
-from ingestion.models import AcceptedRequest, DroppedRequest, IngestionKey, SeenMessage
+from ingestion.models import (
+    AcceptedRequest,
+    DroppedRequest,
+    IngestionKey,
+    SeenMessage,
+    seen_message_key,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -84,36 +90,34 @@ def seen_messages_claim(*, product_id: int, message_ids: Sequence[str]) -> set[s
     Must run inside the transaction that applies the messages: an id is claimed only if that
     transaction commits. A concurrent transaction claiming the same id waits on the unique
     index and then finds it taken, so two workers never both apply one message. Ids are
-    inserted in sorted order so two such transactions cannot deadlock.
+    inserted in the order of their keys so two such transactions cannot deadlock.
     """
     claimed: set[str] = set()
     if not message_ids:
         return claimed
     table = connection.ops.quote_name(SeenMessage._meta.db_table)
     seen_at = connection.ops.adapt_datetimefield_value(timezone.now())
-    ordered = sorted(set(message_ids))
+    key_field = SeenMessage._meta.pk
+    by_key = {
+        str(key_field.get_db_prep_value(seen_message_key(product_id, message_id), connection)): (
+            message_id
+        )
+        for message_id in set(message_ids)
+    }
+    ordered = sorted(by_key)
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            # One array parameter: the statement is parsed once, whatever the number of ids.
-            cursor.execute(
-                f"INSERT INTO {table} (product_id, message_id, seen_at) "  # noqa: S608
-                "SELECT %s, unnest(%s::text[]), %s "
-                "ON CONFLICT (product_id, message_id) DO NOTHING RETURNING message_id",
-                [product_id, ordered, seen_at],
-            )
-            return {row[0] for row in cursor.fetchall()}
         for start in range(0, len(ordered), _SEEN_CHUNK):
             chunk = ordered[start : start + _SEEN_CHUNK]
-            values = ", ".join(["(%s, %s, %s)"] * len(chunk))
+            values = ", ".join(["(%s, %s, %s, %s)"] * len(chunk))
             params: list = []
-            for message_id in chunk:
-                params.extend((product_id, message_id, seen_at))
+            for key in chunk:
+                params.extend((key, product_id, by_key[key], seen_at))
             cursor.execute(
-                f"INSERT INTO {table} (product_id, message_id, seen_at) VALUES {values} "  # noqa: S608
-                "ON CONFLICT (product_id, message_id) DO NOTHING RETURNING message_id",
+                f"INSERT INTO {table} (message_key, product_id, message_id, seen_at) "  # noqa: S608
+                f"VALUES {values} ON CONFLICT (message_key) DO NOTHING RETURNING message_key",
                 params,
             )
-            claimed.update(row[0] for row in cursor.fetchall())
+            claimed.update(by_key[str(row[0])] for row in cursor.fetchall())
     return claimed
 
 
@@ -141,13 +145,13 @@ def _unseen_messages(product_id: int, rows: Sequence[ClaimedRequest]) -> list[Me
 
 
 # PostgreSQL: the claimed rows' messages, expanded from their stored JSON in the database, less
-# drop markers: a track as its fields, any other message whole. Each messageId is kept at its
-# first place in these rows (the order they were accepted in); messages without one are all
-# kept. Sorting by messageId byte by byte (COLLATE "C") is enough and far cheaper than by the
-# database's locale.
+# drop markers: a track as its fields, any other message whole, each with its SeenMessage key
+# (seen_message_key, in SQL). Each messageId is kept at its first place in these rows (the order
+# they were accepted in); messages without one are all kept.
 _STAGE_MESSAGES = """
-    INSERT INTO eds_stage_message (kind, message_id, user_tid, group_tid, name, ms, body)
-    SELECT kind, message_id,
+    INSERT INTO eds_stage_message
+        (kind, message_id, message_key, user_tid, group_tid, name, ms, body)
+    SELECT kind, message_id, message_key,
            CASE WHEN kind = 'track' THEN body->>'userId' END,
            CASE WHEN kind = 'track' THEN body->>'groupId' END,
            CASE WHEN kind = 'track' THEN body->>'event' END,
@@ -155,8 +159,9 @@ _STAGE_MESSAGES = """
            CASE WHEN kind <> 'track' THEN body END
     FROM (
         SELECT m.body->>'type' AS kind, m.body->>'messageId' AS message_id, m.body,
-               row_number() OVER (PARTITION BY (m.body->>'messageId') COLLATE "C"
-                                  ORDER BY a.id, m.place) AS nth
+               md5(%(product_prefix)s || (m.body->>'messageId'))::uuid AS message_key,
+               row_number() OVER (PARTITION BY m.body->>'messageId' ORDER BY a.id, m.place)
+                   AS nth
         FROM ingestion_acceptedrequest a
         CROSS JOIN LATERAL jsonb_array_elements(a.messages) WITH ORDINALITY AS m(body, place)
         WHERE a.id BETWEEN %(first)s AND %(last)s AND a.id = ANY(%(ids)s::bigint[])
@@ -166,13 +171,13 @@ _STAGE_MESSAGES = """
 # and unstage the messages whose id an earlier drain already claimed.
 _CLAIM_STAGED = """
     WITH claimed AS (
-        INSERT INTO ingestion_seenmessage (product_id, message_id, seen_at)
-        SELECT %(product)s, message_id, %(now)s FROM eds_stage_message
-        WHERE message_id IS NOT NULL ORDER BY message_id COLLATE "C"
-        ON CONFLICT (product_id, message_id) DO NOTHING RETURNING message_id)
+        INSERT INTO ingestion_seenmessage (message_key, product_id, message_id, seen_at)
+        SELECT message_key, %(product)s, message_id, %(now)s FROM eds_stage_message
+        WHERE message_key IS NOT NULL ORDER BY message_key
+        ON CONFLICT (message_key) DO NOTHING RETURNING message_key)
     DELETE FROM eds_stage_message s
-    WHERE s.message_id IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM claimed c WHERE c.message_id = s.message_id)"""
+    WHERE s.message_key IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM claimed c WHERE c.message_key = s.message_key)"""
 _STAGED_TRACKS = """
     SELECT user_tid, group_tid, name, ms FROM eds_stage_message WHERE kind = 'track'"""
 
@@ -191,14 +196,15 @@ def _apply_in_database(product_id: int, rows: Sequence[ClaimedRequest]) -> None:
         "ids": _bigint_array(ids),
         "drop": core.DROP,
         "product": product_id,
+        "product_prefix": f"{product_id}:",
         "now": timezone.now(),
     }
     with connection.cursor() as cursor:
         # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
         cursor.execute(
             "CREATE TEMP TABLE IF NOT EXISTS eds_stage_message (kind text NOT NULL, "
-            "message_id text, user_tid text, group_tid text, name text, ms bigint, body jsonb) "
-            "ON COMMIT DELETE ROWS"
+            "message_id text, message_key uuid, user_tid text, group_tid text, name text, "
+            "ms bigint, body jsonb) ON COMMIT DELETE ROWS"
         )
         cursor.execute("TRUNCATE eds_stage_message")
         cursor.execute(_STAGE_MESSAGES, params)
