@@ -147,7 +147,8 @@ def _unseen_messages(product_id: int, rows: Sequence[ClaimedRequest]) -> list[Me
 # PostgreSQL: the claimed rows' messages, expanded from their stored JSON in the database, less
 # drop markers: a track as its fields, any other message whole, each with its SeenMessage key
 # (seen_message_key, in SQL). Each messageId is kept at its first place in these rows (the order
-# they were accepted in); messages without one are all kept.
+# they were accepted in); messages without one are all kept. (Grouping the ids byte by byte,
+# COLLATE "C", is enough, and far cheaper than by the database's locale.)
 _STAGE_MESSAGES = """
     INSERT INTO eds_stage_message
         (kind, message_id, message_key, user_tid, group_tid, name, ms, body)
@@ -160,8 +161,8 @@ _STAGE_MESSAGES = """
     FROM (
         SELECT m.body->>'type' AS kind, m.body->>'messageId' AS message_id, m.body,
                md5(%(product_prefix)s || (m.body->>'messageId'))::uuid AS message_key,
-               row_number() OVER (PARTITION BY m.body->>'messageId' ORDER BY a.id, m.place)
-                   AS nth
+               row_number() OVER (PARTITION BY (m.body->>'messageId') COLLATE "C"
+                                  ORDER BY a.id, m.place) AS nth
         FROM ingestion_acceptedrequest a
         CROSS JOIN LATERAL jsonb_array_elements(a.messages) WITH ORDINALITY AS m(body, place)
         WHERE a.id BETWEEN %(first)s AND %(last)s AND a.id = ANY(%(ids)s::bigint[])
