@@ -123,6 +123,28 @@ def store_counts() -> tuple[int, int]:
     return int(rows[0][0]), int(rows[0][1])
 
 
+def key_for_existing_database() -> str:
+    """A new ingestion key for the first product of the database as it is (growth runs: the
+    30,000,000-event database of bench/seed_scoring.py); the database is migrated first."""
+    env = server_env()
+    subprocess.run(
+        [PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
+    )
+    code = (
+        "from engagement.models import Product; from ingestion.services import "
+        "ingestion_key_create; print(ingestion_key_create("
+        "product_id=Product.objects.order_by('id').first().id, label='bench').key)"
+    )
+    return subprocess.run(
+        [PYTHON, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
 def recreate_database() -> str:
     """A fresh, migrated database with one product; returns its ingestion key."""
     with psycopg.connect(f"{PG_URL}/postgres", autocommit=True) as conn:
@@ -385,11 +407,12 @@ print(json.dumps({{"started": started, "ended": time.time(), "requests": request
 """
 
 
-def fill_backlog(key: str, requests: int, per_request: int = 1) -> int:
+def fill_backlog(key: str, requests: int, per_request: int = 1, *, message_ids: bool = True) -> int:
     """`requests` accepted calls (like the doors store them) for 2,000 users, 200 accounts and
     20 event names over 30 days: 2% identify, 0.2% group, the rest track. With `per_request`
     above 1, that many messages are stored per request, as /v1/batch stores a Segment batch.
-    Returns messages."""
+    Each message carries a random messageId, as Segment-family SDKs send, unless `message_ids`
+    is false (the provider's v2 API has none). Returns messages."""
     digest = hashlib.sha256(key.encode()).hexdigest()
     now_ms = int(time.time() * 1000)
     with psycopg.connect(f"{PG_URL}/{DB_NAME}") as conn, conn.cursor() as cursor:
@@ -429,9 +452,8 @@ def fill_backlog(key: str, requests: int, per_request: int = 1) -> int:
                         "event": f"Event_{i % 20}",
                         "groupId": account,
                     }
-                # Segment-family SDKs give every message a random messageId, which the drain
-                # records for deduplication.
-                message["messageId"] = str(uuid.uuid4())
+                if message_ids:  # recorded by the drain for deduplication
+                    message["messageId"] = str(uuid.uuid4())
                 pending.append(message)
                 if len(pending) == per_request:
                     copy.write_row(
@@ -690,7 +712,8 @@ def print_table(runs: list[Run], drained: dict | None, backlog: int) -> None:
             else (f"{SPREAD_MS / 3_600_000:g} hours")
         )
         print(
-            f"  each message with a messageId; event times spread over {spread} "
+            f"  {'each message with' if drained.get('message_ids', True) else 'no'} messageId; "
+            f"event times spread over {spread} "
             "(BENCH_SPREAD_MS); INGESTION_DRAIN_BATCH="
             f"{os.environ.get('INGESTION_DRAIN_BATCH', 'default')}"
         )
@@ -710,6 +733,17 @@ def main() -> int:
         "--drain-workers", type=int, default=1, help="processes draining the backlog at once"
     )
     parser.add_argument(
+        "--no-message-ids",
+        action="store_true",
+        help="the drain's backlog without messageIds (v2 API calls carry none)",
+    )
+    parser.add_argument(
+        "--existing-database",
+        action="store_true",
+        help="with --drain-only: drain into BENCH_DB as it is (e.g. eds_bench_scores, seeded by "
+        "seed_scoring.py with 30,000,000 events) instead of a new empty one",
+    )
+    parser.add_argument(
         "--messages-per-request",
         type=int,
         default=1,
@@ -725,7 +759,13 @@ def main() -> int:
 
     wrk_bin = ensure_wrk()
     print(f"setting up {DB_NAME} ...", flush=True)
-    key = recreate_database()
+    if args.existing_database:
+        if not args.drain_only:
+            parser.error("--existing-database goes with --drain-only")
+        print(f"using {DB_NAME} as it is ...", flush=True)
+        key = key_for_existing_database()
+    else:
+        key = recreate_database()
     clear_kicks()
     print(machine(), flush=True)
     started_load = load_average()
@@ -748,8 +788,9 @@ def main() -> int:
             clear_kicks()
     if args.drain_only:
         print(f"filling the store with {backlog:,} accepted requests and draining them ...")
-        fill_backlog(key, backlog, args.messages_per_request)
+        fill_backlog(key, backlog, args.messages_per_request, message_ids=not args.no_message_ids)
         drained = drain(backlog, args.drain_workers, args.messages_per_request)
+        drained["message_ids"] = not args.no_message_ids
         print_table([], drained, backlog)
         print(f"load average at start {started_load:.2f}, at end {load_average():.2f}")
         return 0
@@ -798,8 +839,9 @@ def main() -> int:
     finally:
         clear_kicks()
     print(f"filling the store with {backlog:,} accepted requests and draining them ...", flush=True)
-    fill_backlog(key, backlog, args.messages_per_request)
+    fill_backlog(key, backlog, args.messages_per_request, message_ids=not args.no_message_ids)
     drained = drain(backlog, args.drain_workers, args.messages_per_request)
+    drained["message_ids"] = not args.no_message_ids
     print_table(runs, drained, backlog)
     print(f"load average at start {started_load:.2f}, at end {load_average():.2f}")
     lost = sum(run.lost for run in runs)
