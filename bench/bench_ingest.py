@@ -142,7 +142,7 @@ def key_for_existing_database() -> str:
         check=True,
         capture_output=True,
         text=True,
-    ).stdout.strip()
+    ).stdout.strip().splitlines()[-1]  # the shell may say first what it imported
 
 
 def recreate_database() -> str:
