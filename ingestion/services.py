@@ -88,8 +88,8 @@ def seen_messages_claim(*, product_id: int, message_ids: Sequence[str]) -> set[s
     """Record these messageIds as seen for the product; return the ones not seen before.
 
     Must run inside the transaction that applies the messages: an id is claimed only if that
-    transaction commits. A concurrent transaction claiming the same id waits on the unique
-    index and then finds it taken, so two workers never both apply one message. Ids are
+    transaction commits. A concurrent transaction claiming the same id waits on the primary
+    key and then finds it taken, so two workers never both apply one message. Ids are
     inserted in the order of their keys so two such transactions cannot deadlock.
     """
     claimed: set[str] = set()
