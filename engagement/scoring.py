@@ -155,11 +155,7 @@ def workspace_refresh(
         workspace = Workspace.objects.get(id=workspace_id)
         digest = workspace_config_digest(workspace=workspace)
         today = now.astimezone(UTC).date()
-        since = (
-            state.scored_through - timedelta(seconds=settings.SCORING_WATERMARK_OVERLAP_SECONDS)
-            if state.scored_through
-            else None
-        )
+        since = _changes_since(state)
         full = (
             force_full
             or since is None
@@ -211,6 +207,14 @@ def workspace_refresh(
     )
 
 
+def _changes_since(state: ScoringState) -> datetime | None:
+    """From when a refresh re-reads changes: the watermark less the overlap that catches
+    transactions committed late; None for a workspace never scored."""
+    if state.scored_through is None:
+        return None
+    return state.scored_through - timedelta(seconds=settings.SCORING_WATERMARK_OVERLAP_SECONDS)
+
+
 def _activity_kept_since(since: datetime, now: datetime, *, margin: float = 1.0) -> bool:
     """Whether EventActivity still holds every batch applied after `since` (older rows are
     purged; with a margin below 1, whether it will for a while yet): if not, only a full
@@ -229,7 +233,7 @@ def workspace_refresh_is_due(*, workspace: Workspace, now: datetime | None = Non
         return True
     if state.config_digest != workspace_config_digest(workspace=workspace):
         return True
-    since = state.scored_through - timedelta(seconds=settings.SCORING_WATERMARK_OVERLAP_SECONDS)
+    since = _changes_since(state)
     if not _activity_kept_since(since, now, margin=0.5):
         return True  # an idle refresh moves the watermark on before the activity it needs goes
     params = {"product": workspace.product_id, "since": _dt(since)}
