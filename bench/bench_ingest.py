@@ -135,14 +135,18 @@ def key_for_existing_database() -> str:
         "ingestion_key_create; print(ingestion_key_create("
         "product_id=Product.objects.order_by('id').first().id, label='bench').key)"
     )
-    return subprocess.run(
-        [PYTHON, "manage.py", "shell", "-c", code],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip().splitlines()[-1]  # the shell may say first what it imported
+    return (
+        subprocess.run(
+            [PYTHON, "manage.py", "shell", "-c", code],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )  # the shell may say first what it imported
 
 
 def recreate_database() -> str:

@@ -145,14 +145,12 @@ def _unseen_messages(product_id: int, rows: Sequence[ClaimedRequest]) -> list[Me
 
 
 # PostgreSQL: the claimed rows' messages, expanded from their stored JSON in the database, less
-# drop markers: a track as its fields, any other message whole, each with its SeenMessage key
-# (seen_message_key, in SQL). Each messageId is kept at its first place in these rows (the order
-# they were accepted in); messages without one are all kept. (Grouping the ids byte by byte,
-# COLLATE "C", is enough, and far cheaper than by the database's locale.)
+# drop markers: a track as its fields, any other message whole, each with its place in the rows
+# (the order they were accepted in) and its SeenMessage key (seen_message_key, in SQL).
 _STAGE_MESSAGES = """
     INSERT INTO eds_stage_message
-        (kind, message_id, message_key, user_tid, group_tid, name, ms, body)
-    SELECT kind, message_id, message_key,
+        (kind, message_id, message_key, request_id, place, user_tid, group_tid, name, ms, body)
+    SELECT kind, message_id, md5(%(product_prefix)s || message_id)::uuid, request_id, place,
            CASE WHEN kind = 'track' THEN body->>'userId' END,
            CASE WHEN kind = 'track' THEN body->>'groupId' END,
            CASE WHEN kind = 'track' THEN body->>'event' END,
@@ -160,25 +158,29 @@ _STAGE_MESSAGES = """
            CASE WHEN kind <> 'track' THEN body END
     FROM (
         SELECT m.body->>'type' AS kind, m.body->>'messageId' AS message_id, m.body,
-               md5(%(product_prefix)s || (m.body->>'messageId'))::uuid AS message_key,
-               row_number() OVER (PARTITION BY (m.body->>'messageId') COLLATE "C"
-                                  ORDER BY a.id, m.place) AS nth
+               a.id AS request_id, m.place
         FROM ingestion_acceptedrequest a
         CROSS JOIN LATERAL jsonb_array_elements(a.messages) WITH ORDINALITY AS m(body, place)
         WHERE a.id BETWEEN %(first)s AND %(last)s AND a.id = ANY(%(ids)s::bigint[])
-          AND m.body->>'type' <> %(drop)s) AS expanded
-    WHERE message_id IS NULL OR nth = 1"""
-# Claim the staged messageIds (see seen_messages_claim: sorted, so two workers cannot deadlock)
-# and unstage the messages whose id an earlier drain already claimed.
+          AND m.body->>'type' <> %(drop)s) AS expanded"""
+# Claim the staged messageIds, each at its first place (sorted by key, see seen_messages_claim:
+# two workers cannot deadlock), and unstage every message that is not such a claimed first: a
+# repeat within these rows, or an id an earlier drain already claimed. (Ranking the repeats
+# with a window function instead sorted the messages whole, and cost more than the claim.)
 _CLAIM_STAGED = """
-    WITH claimed AS (
+    WITH firsts AS (
+        SELECT DISTINCT ON (message_key) message_key, message_id, request_id, place
+        FROM eds_stage_message WHERE message_key IS NOT NULL
+        ORDER BY message_key, request_id, place),
+    claimed AS (
         INSERT INTO ingestion_seenmessage (message_key, product_id, message_id, seen_at)
-        SELECT message_key, %(product)s, message_id, %(now)s FROM eds_stage_message
-        WHERE message_key IS NOT NULL ORDER BY message_key
+        SELECT message_key, %(product)s, message_id, %(now)s FROM firsts
         ON CONFLICT (message_key) DO NOTHING RETURNING message_key)
     DELETE FROM eds_stage_message s
-    WHERE s.message_key IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM claimed c WHERE c.message_key = s.message_key)"""
+    WHERE s.message_key IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM firsts f JOIN claimed c ON c.message_key = f.message_key
+        WHERE f.message_key = s.message_key AND f.request_id = s.request_id
+          AND f.place = s.place)"""
 _STAGED_TRACKS = """
     SELECT user_tid, group_tid, name, ms FROM eds_stage_message WHERE kind = 'track'"""
 
@@ -204,8 +206,8 @@ def _apply_in_database(product_id: int, rows: Sequence[ClaimedRequest]) -> None:
         # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
         cursor.execute(
             "CREATE TEMP TABLE IF NOT EXISTS eds_stage_message (kind text NOT NULL, "
-            "message_id text, message_key uuid, user_tid text, group_tid text, name text, "
-            "ms bigint, body jsonb) ON COMMIT DELETE ROWS"
+            "message_id text, message_key uuid, request_id bigint, place bigint, user_tid text, "
+            "group_tid text, name text, ms bigint, body jsonb) ON COMMIT DELETE ROWS"
         )
         cursor.execute("TRUNCATE eds_stage_message")
         cursor.execute(_STAGE_MESSAGES, params)
