@@ -79,6 +79,25 @@ def test_a_drain_of_only_repeats_changes_nothing(acme, post_json, drain):
     assert list(User.objects.values_list("id", "first_seen_at", "last_seen_at")) == before
 
 
+def test_a_repeated_message_id_keeps_its_first_message_whatever_the_repeats_say(
+    acme, post_json, drain
+):
+    post_segment_batch(
+        post_json,
+        acme,
+        [
+            track("usr_ann", "First_Sent", messageId="m-1"),
+            track("usr_ann", "Same_Request_Repeat", messageId="m-1"),
+        ],
+    )
+    post_segment_batch(post_json, acme, [track("usr_ann", "Later_Request_Repeat", messageId="m-1")])
+
+    assert drain() == 2
+
+    assert list(Event.objects.values_list("name", flat=True)) == ["First_Sent"]
+    assert SeenMessage.objects.get().message_id == "m-1"
+
+
 def test_one_request_that_cannot_be_applied_is_found_by_halving(
     acme, post_json, drain, monkeypatch
 ):
