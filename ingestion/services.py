@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from django.db import OperationalError, connection, transaction
@@ -161,8 +162,15 @@ _STAGE_MESSAGES = """
                a.id AS request_id, m.place
         FROM ingestion_acceptedrequest a
         CROSS JOIN LATERAL jsonb_array_elements(a.messages) WITH ORDINALITY AS m(body, place)
-        WHERE a.id BETWEEN %(first)s AND %(last)s AND a.id = ANY(%(ids)s::bigint[])
+        WHERE a.id BETWEEN %(first)s AND %(last)s AND {selection}
           AND m.body->>'type' <> %(drop)s) AS expanded"""
+# Which accepted rows a drain applies (the range lets PostgreSQL read them through the primary
+# key: a queue table has dead rows between its live ones, and a scan filtering on the rows alone
+# reads them all): the ones listed, or every claimed row under the given keys.
+_LISTED = "a.id = ANY(%(ids)s::bigint[])"
+_CLAIMED_UNDER_KEYS = (
+    "a.id = ANY(ARRAY(SELECT c.id FROM eds_claim c WHERE c.key_digest = ANY(%(digests)s::text[])))"
+)
 # Claim the staged messageIds, each at its first place (sorted by key, see seen_messages_claim:
 # two workers cannot deadlock), and unstage every message that is not such a claimed first: a
 # repeat within these rows, or an id an earlier drain already claimed. (Ranking the repeats
@@ -185,23 +193,26 @@ _STAGED_TRACKS = """
     SELECT user_tid, group_tid, name, ms FROM eds_stage_message WHERE kind = 'track'"""
 
 
-def _apply_in_database(product_id: int, rows: Sequence[ClaimedRequest]) -> None:
-    """PostgreSQL: apply the rows with their messages left in the database. Tracks, nearly all
-    of the traffic, go from the stored JSON to events and rollups in SQL; only identify and
-    group messages, whose traits merge in Python, are loaded."""
-    ids = [row.id for row in rows]
+def _apply_in_database(
+    product_id: int, rows: Sequence[ClaimedRequest], claim: _Claim | None
+) -> None:
+    """PostgreSQL: apply the rows, or with `claim` every claimed row under its whole keys, with
+    their messages left in the database. Tracks, nearly all of the traffic, go from the stored
+    JSON to events and rollups in SQL; only identify and group messages, whose traits merge in
+    Python, are loaded."""
     params = {
-        # The range lets PostgreSQL read the claimed rows through the primary key: a queue
-        # table has dead rows between its live ones, and a scan filtering on the list alone
-        # reads them all.
-        "first": min(ids),
-        "last": max(ids),
-        "ids": _bigint_array(ids),
         "drop": core.DROP,
         "product": product_id,
         "product_prefix": f"{product_id}:",
         "now": timezone.now(),
     }
+    if claim is not None:
+        selection = _CLAIMED_UNDER_KEYS
+        params.update(first=claim.first, last=claim.last, digests=list(claim.whole_keys))
+    else:
+        ids = [row.id for row in rows]
+        selection = _LISTED
+        params.update(first=min(ids), last=max(ids), ids=_bigint_array(ids))
     with connection.cursor() as cursor:
         # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
         cursor.execute(
@@ -210,7 +221,7 @@ def _apply_in_database(product_id: int, rows: Sequence[ClaimedRequest]) -> None:
             "group_tid text, name text, ms bigint, body jsonb) ON COMMIT DELETE ROWS"
         )
         cursor.execute("TRUNCATE eds_stage_message")
-        cursor.execute(_STAGE_MESSAGES, params)
+        cursor.execute(_STAGE_MESSAGES.format(selection=selection), params)
         cursor.execute(_CLAIM_STAGED, params)
         cursor.execute("SELECT body::text FROM eds_stage_message WHERE kind <> 'track'")
         others = [_to_domain(json.loads(body)) for (body,) in cursor.fetchall()]
@@ -218,16 +229,19 @@ def _apply_in_database(product_id: int, rows: Sequence[ClaimedRequest]) -> None:
     engagement_services.messages_apply(product_id=product_id, messages=others, staged_tracks=True)
 
 
-def _apply_rows(product_id: int, rows: Sequence[ClaimedRequest]) -> list[DroppedRequest]:
-    """Apply one product's rows together; if that fails, each half again, down to single rows,
-    so one bad row is dropped with its reason instead of holding the whole backlog back (and
-    finding it takes a few dozen tries in a batch of thousands, not one per row). The seen
-    messageIds are written in the same transaction as the effect, so a failure never marks an
-    id seen unapplied."""
+def _apply_rows(
+    product_id: int, rows: Sequence[ClaimedRequest], claim: _Claim | None = None
+) -> list[DroppedRequest]:
+    """Apply one product's rows (on PostgreSQL, with `claim`: every claimed row under the
+    claim's whole keys) together; if that fails, each half again, down to single rows, so one
+    bad row is dropped with its reason instead of holding the whole backlog back (and finding
+    it takes a few dozen tries in a batch of thousands, not one per row). The seen messageIds
+    are written in the same transaction as the effect, so a failure never marks an id seen
+    unapplied."""
     try:
         with transaction.atomic():
             if connection.vendor == "postgresql":
-                _apply_in_database(product_id, rows)
+                _apply_in_database(product_id, rows, claim)
             else:
                 messages = _unseen_messages(product_id, rows)
                 engagement_services.messages_apply(product_id=product_id, messages=messages)
@@ -235,6 +249,8 @@ def _apply_rows(product_id: int, rows: Sequence[ClaimedRequest]) -> list[Dropped
     except OperationalError:
         raise  # the database itself is in trouble: leave the rows for the next drain
     except Exception:
+        if claim is not None:  # now one by one: load them
+            rows = _claimed_rows(claim.whole_keys)
         if len(rows) == 1:
             logger.exception("dropping accepted request %s: it cannot be applied", rows[0].id)
             return [
@@ -255,9 +271,6 @@ class DrainResult:
     dropped: int
     # Whether this drain stopped at its limit, so more may be waiting.
     more: bool = False
-
-
-_CLAIM_CHUNK = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,65 +298,139 @@ class ClaimedRequest:
         return datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=micros)
 
 
-_CLAIM_SQL = (
-    "SELECT id, (EXTRACT(EPOCH FROM received_at) * 1000000)::bigint, endpoint, key_digest, "
-    "jsonb_array_length(messages), CASE WHEN messages @> %s::jsonb THEN messages::text END "
-    "FROM {table} ORDER BY id FOR UPDATE SKIP LOCKED LIMIT %s"
-)
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """What a drain locked. On PostgreSQL the rows stay in the session's eds_claim table, and
+    `keys` holds, per ingestion key digest, the latest time a row under it was accepted and
+    whether any of those rows holds drop markers: a key valid for all its rows has them applied
+    without a Python object per row. Elsewhere every row is in `rows`.
+    `whole_keys` names the keys whose rows one apply takes (see _apply_rows)."""
+
+    requests: int
+    more: bool
+    first: int = 0
+    last: int = 0
+    keys: dict[str, tuple[datetime, bool]] = field(default_factory=dict)
+    rows: list[ClaimedRequest] = field(default_factory=list)
+    whole_keys: tuple[str, ...] = ()
+
+
+# The first claim statement of a drain asks for this many rows; the next ones ask for as many
+# as the messages still wanted need at the rows' average size so far. Few rows first: a
+# Segment-SDK batch is one request of up to 2,500 messages, and every row locked beyond the
+# drain's limit waits, unapplied, for its commit.
+_CLAIM_FIRST_ROWS = 10
+_CLAIM_ROWS = """
+    WITH claimed AS (
+        INSERT INTO eds_claim (id, received_at, endpoint, key_digest, message_count, has_drops)
+        SELECT id, received_at, endpoint, key_digest, jsonb_array_length(messages),
+               messages @> %(markers)s::jsonb
+        FROM ingestion_acceptedrequest WHERE id > %(after)s
+        ORDER BY id LIMIT %(rows)s FOR UPDATE SKIP LOCKED
+        RETURNING id, message_count)
+    SELECT count(*), COALESCE(sum(message_count), 0), min(id), max(id) FROM claimed"""
+# Keep the rows up to the first one that brings the messages to the limit.
+_CLAIM_TRIM = """
+    DELETE FROM eds_claim WHERE id > (
+        SELECT min(id) FROM (SELECT id, sum(message_count) OVER (ORDER BY id) AS running
+                             FROM eds_claim) AS r
+        WHERE running >= %(limit)s)"""
+_CLAIMED_ROWS = """
+    SELECT c.id, (EXTRACT(EPOCH FROM c.received_at) * 1000000)::bigint, c.endpoint,
+           c.key_digest, c.message_count,
+           CASE WHEN c.has_drops THEN (
+               SELECT a.messages::text FROM ingestion_acceptedrequest a WHERE a.id = c.id) END
+    FROM eds_claim c WHERE c.key_digest = ANY(%(digests)s::text[]) {only_with_drops}
+    ORDER BY c.id"""
 _HOLDS_DROP_MARKERS = json.dumps([{"type": core.DROP}])
+_CLAIM_CHUNK = 100
 
 
-def _claim(limit: int) -> tuple[list[ClaimedRequest], bool]:
-    """Lock and load accepted requests in id order until they hold `limit` messages (at least
-    one request) or `limit` requests; say whether the limit was reached.
+def _claim(limit: int) -> _Claim:
+    """Lock accepted requests in id order until they hold `limit` messages (at least one
+    request) or `limit` requests; say whether the limit was reached.
 
-    A Segment-SDK batch is one request of up to 2,500 messages, so counting requests alone could
-    pull millions of messages into one transaction. Rows are read through a server-side cursor
-    in chunks; on PostgreSQL a FOR UPDATE cursor locks only the rows it has fetched, so stopping
-    early leaves the rest to other workers. There rows are read as plain tuples, and their
-    messages stay in the database unless the row holds drop markers to record. (The json
-    module, not orjson, decodes messages: orjson reads an integer beyond 64 bits, which traits
-    may hold, as a float.)
+    Counting requests alone could pull millions of messages into one transaction: a
+    Segment-SDK batch is one request of up to 2,500 messages. Locks are SKIP LOCKED, so any
+    number of workers drain at once.
     """
-    if connection.vendor != "postgresql":
-        query = AcceptedRequest.objects.select_for_update(skip_locked=True).order_by("id")[:limit]
-        return _claim_until(
-            (
-                ClaimedRequest(
-                    r.id, r.received_at, r.endpoint, r.key_digest, len(r.messages), r.messages
-                )
-                for r in query.iterator(chunk_size=_CLAIM_CHUNK)
-            ),
-            limit,
-        )
-    table = connection.ops.quote_name(AcceptedRequest._meta.db_table)
-    with connection.chunked_cursor() as cursor:
-        cursor.execute(_CLAIM_SQL.format(table=table), [_HOLDS_DROP_MARKERS, limit])
-
-        def rows():
-            while chunk := cursor.fetchmany(_CLAIM_CHUNK):
-                for row_id, received, endpoint, key_digest, count, messages in chunk:
-                    yield ClaimedRequest(
-                        row_id,
-                        received,
-                        endpoint,
-                        key_digest,
-                        count,
-                        None if messages is None else json.loads(messages),
-                    )
-
-        return _claim_until(rows(), limit)
-
-
-def _claim_until(rows: Iterator[ClaimedRequest], limit: int) -> tuple[list[ClaimedRequest], bool]:
-    claimed: list[ClaimedRequest] = []
+    if connection.vendor == "postgresql":
+        return _claim_in_database(limit)
+    query = AcceptedRequest.objects.select_for_update(skip_locked=True).order_by("id")[:limit]
+    rows: list[ClaimedRequest] = []
     messages = 0
-    for row in rows:
-        claimed.append(row)
-        messages += row.message_count
+    for r in query.iterator(chunk_size=_CLAIM_CHUNK):
+        count = len(r.messages)
+        rows.append(
+            ClaimedRequest(r.id, r.received_at, r.endpoint, r.key_digest, count, r.messages)
+        )
+        messages += count
         if messages >= limit:
-            return claimed, True
-    return claimed, len(claimed) >= limit
+            break
+    return _Claim(len(rows), messages >= limit or len(rows) >= limit, rows=rows)
+
+
+def _claim_in_database(limit: int) -> _Claim:
+    """PostgreSQL: lock the rows into the session's eds_claim table, a few statements per
+    drain, and bring back one line per ingestion key rather than a line per row. Messages stay
+    where they are stored."""
+    with connection.cursor() as cursor:
+        # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
+        cursor.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS eds_claim (id bigint NOT NULL, "
+            "received_at timestamptz NOT NULL, endpoint text NOT NULL, key_digest text NOT NULL, "
+            "message_count integer NOT NULL, has_drops boolean NOT NULL) ON COMMIT DELETE ROWS"
+        )
+        cursor.execute("TRUNCATE eds_claim")
+        requests = messages = first = last = 0
+        asked = min(_CLAIM_FIRST_ROWS, limit)
+        while True:
+            cursor.execute(
+                _CLAIM_ROWS, {"markers": _HOLDS_DROP_MARKERS, "after": last, "rows": asked}
+            )
+            count, count_messages, lowest, highest = cursor.fetchone()
+            if count:
+                requests += count
+                messages += count_messages
+                first = first or lowest
+                last = highest
+            if count < asked or messages >= limit or requests >= limit:
+                break
+            per_row = max(messages, 1) / requests
+            asked = max(1, min(limit - requests, math.ceil((limit - messages) / per_row)))
+        if not requests:
+            return _Claim(0, False)
+        more = messages >= limit or requests >= limit
+        if messages > limit and requests > 1:
+            # Rows past the limit stay locked, unapplied, until this drain commits.
+            cursor.execute(_CLAIM_TRIM, {"limit": limit})
+            cursor.execute("SELECT count(*), max(id) FROM eds_claim")
+            requests, last = cursor.fetchone()
+        cursor.execute(
+            "SELECT key_digest, max(received_at), bool_or(has_drops) FROM eds_claim "
+            "GROUP BY key_digest"
+        )
+        keys = {digest: (latest, has_drops) for digest, latest, has_drops in cursor.fetchall()}
+    return _Claim(requests, more, first, last, keys=keys)
+
+
+def _claimed_rows(digests: Sequence[str], *, only_with_drops: bool = False) -> list[ClaimedRequest]:
+    """PostgreSQL: the claimed rows under these keys, in id order, with their messages if they
+    hold drop markers."""
+    query = _CLAIMED_ROWS.format(only_with_drops="AND c.has_drops" if only_with_drops else "")
+    with connection.cursor() as cursor:
+        cursor.execute(query, {"digests": list(digests)})
+        return [
+            ClaimedRequest(
+                row_id,
+                received,
+                endpoint,
+                key_digest,
+                count,
+                None if messages is None else json.loads(messages),
+            )
+            for row_id, received, endpoint, key_digest, count, messages in cursor.fetchall()
+        ]
 
 
 def accepted_requests_drain(*, limit: int) -> DrainResult:
@@ -352,47 +439,90 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
 
     Claimed rows are locked (SKIP LOCKED on PostgreSQL), so any number of workers can drain at
     once; a worker that dies mid-way leaves its rows unclaimed for the next drain.
+    (The json module, not orjson, decodes messages: orjson reads an integer beyond 64 bits,
+    which traits may hold, as a float.)
     """
     with transaction.atomic():
         _commit_without_waiting_for_disk()
-        rows, more = _claim(limit)
-        if not rows:
+        claim = _claim(limit)
+        if not claim.requests:
             return DrainResult(0, 0)
-        keys = {
-            key.digest: key
-            for key in IngestionKey.objects.filter(digest__in={row.key_digest for row in rows})
-        }
-        drops: list[DroppedRequest] = []
-        by_product: dict[int, list[ClaimedRequest]] = defaultdict(list)
-        for row in rows:
-            key = keys.get(row.key_digest)
-            if key is None:
-                drops.append(
-                    _drop(
-                        row,
-                        DroppedRequest.Reason.UNKNOWN_KEY,
-                        product_id=None,
-                        detail="No product has this ingestion key.",
-                    )
-                )
-            elif key.revoked_at is not None and key.revoked_at <= row.received_at:
-                drops.append(
-                    _drop(
-                        row,
-                        DroppedRequest.Reason.REVOKED_KEY,
-                        product_id=key.product_id,
-                        detail=f"Key {key.key[:6]}… was revoked at {key.revoked_at}.",
-                    )
-                )
+        drops, work = _sort_claimed(claim)
+        for product_id, (rows, whole_keys) in sorted(work.items()):
+            if whole_keys:
+                drops.extend(_apply_rows(product_id, [], replace(claim, whole_keys=whole_keys)))
             else:
-                drops.extend(_marker_drops(row, key.product_id))
-                by_product[key.product_id].append(row)
-        for product_id, product_rows in by_product.items():
-            drops.extend(_apply_rows(product_id, product_rows))
+                drops.extend(_apply_rows(product_id, rows))
         if drops:
             DroppedRequest.objects.bulk_create(drops)
-        _accepted_delete([row.id for row in rows])
-    return DrainResult(len(rows), len(drops), more)
+        _accepted_delete(claim)
+    return DrainResult(claim.requests, len(drops), claim.more)
+
+
+def _sort_claimed(
+    claim: _Claim,
+) -> tuple[list[DroppedRequest], dict[int, tuple[list[ClaimedRequest], tuple[str, ...]]]]:
+    """The claim's drops (unknown or revoked keys, items the acceptance core left out), and per
+    product what to apply: its rows, or the keys all of whose claimed rows it takes."""
+    keys = {
+        key.digest: key
+        for key in IngestionKey.objects.filter(
+            digest__in=set(claim.keys) | {row.key_digest for row in claim.rows}
+        )
+    }
+    drops: list[DroppedRequest] = []
+    whole_keys: dict[int, list[str]] = defaultdict(list)
+    rows = list(claim.rows)
+    for digest, (latest, has_drops) in claim.keys.items():
+        key = keys.get(digest)
+        if key is None or (key.revoked_at is not None and key.revoked_at <= latest):
+            rows.extend(_claimed_rows([digest]))  # some or all of them are dropped: one by one
+            continue
+        whole_keys[key.product_id].append(digest)
+        if has_drops:
+            for row in _claimed_rows([digest], only_with_drops=True):
+                drops.extend(_marker_drops(row, key.product_id))
+    by_product: dict[int, list[ClaimedRequest]] = defaultdict(list)
+    for row in rows:
+        key = keys.get(row.key_digest)
+        drop = _key_drop(row, key)
+        if drop is not None:
+            drops.append(drop)
+        else:
+            drops.extend(_marker_drops(row, key.product_id))
+            by_product[key.product_id].append(row)
+    work: dict[int, tuple[list[ClaimedRequest], tuple[str, ...]]] = {}
+    for product_id in by_product.keys() | whole_keys.keys():
+        product_rows, product_keys = by_product.get(product_id, []), whole_keys.get(product_id, [])
+        if product_rows and product_keys:
+            # Both for one product (a key revoked within this claim, another valid): row by row.
+            product_rows = sorted(product_rows + _claimed_rows(product_keys), key=_row_id)
+            product_keys = []
+        work[product_id] = (product_rows, tuple(product_keys))
+    return drops, work
+
+
+def _key_drop(row: ClaimedRequest, key: IngestionKey | None) -> DroppedRequest | None:
+    """The drop of a row whose key no product has, or was revoked by the time it came."""
+    if key is None:
+        return _drop(
+            row,
+            DroppedRequest.Reason.UNKNOWN_KEY,
+            product_id=None,
+            detail="No product has this ingestion key.",
+        )
+    if key.revoked_at is not None and key.revoked_at <= row.received_at:
+        return _drop(
+            row,
+            DroppedRequest.Reason.REVOKED_KEY,
+            product_id=key.product_id,
+            detail=f"Key {key.key[:6]}… was revoked at {key.revoked_at}.",
+        )
+    return None
+
+
+def _row_id(row: ClaimedRequest) -> int:
+    return row.id
 
 
 def _bigint_array(ids: Sequence[int]) -> str:
@@ -415,16 +545,15 @@ def _commit_without_waiting_for_disk() -> None:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
-def _accepted_delete(ids: list[int]) -> None:
+def _accepted_delete(claim: _Claim) -> None:
     if connection.vendor != "postgresql":
-        AcceptedRequest.objects.filter(id__in=ids).delete()
+        AcceptedRequest.objects.filter(id__in=[row.id for row in claim.rows]).delete()
         return
-    # One array parameter instead of a placeholder per id: nothing to prepare per row.
-    table = connection.ops.quote_name(AcceptedRequest._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"DELETE FROM {table} WHERE id BETWEEN %s AND %s AND id = ANY(%s::bigint[])",  # noqa: S608
-            [min(ids), max(ids), _bigint_array(ids)],
+            "DELETE FROM ingestion_acceptedrequest WHERE id BETWEEN %s AND %s "
+            "AND id = ANY(ARRAY(SELECT id FROM eds_claim))",
+            [claim.first, claim.last],
         )
 
 

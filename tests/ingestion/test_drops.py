@@ -65,6 +65,23 @@ def test_several_keys_are_active_at_once_for_rotation(acme, post_json, drain):
     assert sorted(Event.objects.values_list("name", flat=True)) == ["New", "Old"]
 
 
+def test_a_drain_across_a_revocation_applies_what_came_before_and_drops_what_came_after(
+    acme, post_json, drain
+):
+    rotated = ingestion_key_create(product_id=acme.product.id, label="rotated")
+    post_json("/v2/track", {"userId": "u1", "event": "Before_Revocation"}, auth=acme.basic)
+    ingestion_key_revoke(key_id=acme.key.id)
+    post_json("/v2/track", {"userId": "u1", "event": "After_Revocation"}, auth=acme.basic)
+    post_json("/v2/track", {"userId": "u1", "event": "New_Key"}, auth=f"Basic {rotated.key}")
+
+    assert drain() == 3
+
+    assert sorted(Event.objects.values_list("name", flat=True)) == ["Before_Revocation", "New_Key"]
+    drop = DroppedRequest.objects.get()
+    assert (drop.reason, drop.product_id) == ("revoked_key", acme.product.id)
+    assert not AcceptedRequest.objects.exists()
+
+
 def test_drops_are_kept_for_the_retention_period_only(acme, settings):
     now = timezone.now()
     old = DroppedRequest.objects.create(
