@@ -407,6 +407,7 @@ while more and time.monotonic() < deadline:
     requests += result.requests
     dropped += result.dropped
 print(json.dumps({{"started": started, "ended": time.time(), "requests": requests,
+                  "batch": settings.INGESTION_DRAIN_BATCH,
                   "dropped": dropped, "left": more}}))
 """
 
@@ -506,6 +507,7 @@ def drain(requests: int, workers: int = 1, per_request: int = 1) -> dict:
         "dropped": sum(r["dropped"] for r in reports),
         "events_per_s": applied * per_request / seconds,
         "left_in_store": store_counts()[0],
+        "batch": reports[0]["batch"],
     }
 
 
@@ -718,8 +720,7 @@ def print_table(runs: list[Run], drained: dict | None, backlog: int) -> None:
         print(
             f"  {'each message with' if drained.get('message_ids', True) else 'no'} messageId; "
             f"event times spread over {spread} "
-            "(BENCH_SPREAD_MS); INGESTION_DRAIN_BATCH="
-            f"{os.environ.get('INGESTION_DRAIN_BATCH', 'default')}"
+            f"(BENCH_SPREAD_MS); INGESTION_DRAIN_BATCH={drained['batch']:,}"
         )
 
 
