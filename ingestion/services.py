@@ -416,7 +416,8 @@ def _claim_in_database(limit: int) -> _Claim:
 
 def _claimed_rows(digests: Sequence[str], *, only_with_drops: bool = False) -> list[ClaimedRequest]:
     """PostgreSQL: the claimed rows under these keys, in id order, with their messages if they
-    hold drop markers."""
+    hold drop markers. (The json module, not orjson, decodes them: orjson reads an integer
+    beyond 64 bits, which traits may hold, as a float.)"""
     query = _CLAIMED_ROWS.format(only_with_drops="AND c.has_drops" if only_with_drops else "")
     with connection.cursor() as cursor:
         cursor.execute(query, {"digests": list(digests)})
@@ -439,8 +440,6 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
 
     Claimed rows are locked (SKIP LOCKED on PostgreSQL), so any number of workers can drain at
     once; a worker that dies mid-way leaves its rows unclaimed for the next drain.
-    (The json module, not orjson, decodes messages: orjson reads an integer beyond 64 bits,
-    which traits may hold, as a float.)
     """
     with transaction.atomic():
         _commit_without_waiting_for_disk()
