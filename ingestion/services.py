@@ -172,21 +172,30 @@ _CLAIMED_UNDER_KEYS = (
     "a.id = ANY(ARRAY(SELECT c.id FROM eds_claim c WHERE c.key_digest = ANY(%(digests)s::text[])))"
 )
 # Claim the staged messageIds, each at its first place (sorted by key, see seen_messages_claim:
-# two workers cannot deadlock), and unstage every message that is not such a claimed first: a
-# repeat within these rows, or an id an earlier drain already claimed. (Ranking the repeats
-# with a window function instead sorted the messages whole, and cost more than the claim.)
+# two workers cannot deadlock), keep the claimed keys, and count them against the staged
+# messages that have a key. Equal counts (the common case) mean no repeat: nothing to unstage.
 _CLAIM_STAGED = """
     WITH firsts AS (
-        SELECT DISTINCT ON (message_key) message_key, message_id, request_id, place
+        SELECT DISTINCT ON (message_key) message_key, message_id
         FROM eds_stage_message WHERE message_key IS NOT NULL
         ORDER BY message_key, request_id, place),
     claimed AS (
         INSERT INTO ingestion_seenmessage (message_key, product_id, message_id, seen_at)
         SELECT message_key, %(product)s, message_id, %(now)s FROM firsts
-        ON CONFLICT (message_key) DO NOTHING RETURNING message_key)
+        ON CONFLICT (message_key) DO NOTHING RETURNING message_key),
+    kept AS (INSERT INTO eds_claimed_key SELECT message_key FROM claimed)
+    SELECT (SELECT count(*) FROM claimed),
+           (SELECT count(*) FROM eds_stage_message WHERE message_key IS NOT NULL)"""
+# Otherwise unstage every message that is not a claimed first: a repeat within these rows, or an
+# id an earlier drain already claimed. (Ranking the repeats with a window function instead
+# sorted the messages whole, and cost more than the claim.)
+_UNSTAGE_REPEATS = """
     DELETE FROM eds_stage_message s
     WHERE s.message_key IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM firsts f JOIN claimed c ON c.message_key = f.message_key
+        SELECT 1 FROM (SELECT DISTINCT ON (message_key) message_key, request_id, place
+                       FROM eds_stage_message WHERE message_key IS NOT NULL
+                       ORDER BY message_key, request_id, place) AS f
+        JOIN eds_claimed_key c ON c.message_key = f.message_key
         WHERE f.message_key = s.message_key AND f.request_id = s.request_id
           AND f.place = s.place)"""
 _STAGED_TRACKS = """
@@ -220,9 +229,16 @@ def _apply_in_database(
             "message_id text, message_key uuid, request_id bigint, place bigint, user_tid text, "
             "group_tid text, name text, ms bigint, body jsonb) ON COMMIT DELETE ROWS"
         )
-        cursor.execute("TRUNCATE eds_stage_message")
+        cursor.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS eds_claimed_key (message_key uuid NOT NULL) "
+            "ON COMMIT DELETE ROWS"
+        )
+        cursor.execute("TRUNCATE eds_stage_message, eds_claimed_key")
         cursor.execute(_STAGE_MESSAGES.format(selection=selection), params)
         cursor.execute(_CLAIM_STAGED, params)
+        claimed, keyed = cursor.fetchone()
+        if claimed != keyed:
+            cursor.execute(_UNSTAGE_REPEATS)
         cursor.execute("SELECT body::text FROM eds_stage_message WHERE kind <> 'track'")
         others = [_to_domain(json.loads(body)) for (body,) in cursor.fetchall()]
     engagement_services.tracks_stage(select_sql=_STAGED_TRACKS)
