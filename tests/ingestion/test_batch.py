@@ -252,3 +252,25 @@ def test_a_drain_takes_batches_up_to_its_message_budget(acme, post_json):
     result, more = accepted_requests_drain_for(seconds=10, batch=1000)
     assert (result.requests, more) == (1, False)
     assert Event.objects.count() == 1800
+
+
+def test_a_drain_of_calls_and_batches_stops_at_its_budget_and_leaves_the_rest(acme, post_json):
+    auth = segment_auth(acme.key.key)
+    for n in range(30):
+        post_json("/v2/track", {"userId": f"usr_{n}", "event": "Single"}, auth=acme.basic)
+    post_json("/v1/batch", {"batch": [track("usr_b", "Batched") for _ in range(50)]}, auth=auth)
+    post_json("/v2/track", {"userId": "usr_last", "event": "Single"}, auth=acme.basic)
+
+    first = accepted_requests_drain(limit=25)
+    second = accepted_requests_drain(limit=25)
+    third = accepted_requests_drain(limit=25)
+
+    # 25 calls; then 5 calls and the 50-message batch (a request is never split); then the last.
+    assert [(d.requests, d.more) for d in (first, second, third)] == [
+        (25, True),
+        (6, True),
+        (1, False),
+    ]
+    assert Event.objects.filter(name="Single").count() == 31
+    assert Event.objects.filter(name="Batched").count() == 50
+    assert not AcceptedRequest.objects.exists()
