@@ -10,7 +10,7 @@ aggregation and multi-row statements.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
@@ -24,7 +24,6 @@ from engagement.models import Event, EventActivity, EventName, EventRollup, User
 NewEvent = tuple[int, int | None, str, int]
 
 _STAGE = "eds_stage_event"
-_TRACK_STAGE = "eds_stage_track"
 _COPY_SPECIALS = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 # Event names already recorded, per process: most batches then skip that statement.
 _known_event_names: set[tuple[int, str]] = set()
@@ -32,8 +31,10 @@ _known_event_names: set[tuple[int, str]] = set()
 
 @dataclass(frozen=True, slots=True)
 class StagedTrackIds:
-    """The ids of the users and accounts that staged tracks name, by tracking id."""
+    """Tracks a caller's query yields (see `tracking_ids_of_tracks`), with the ids of the users
+    and accounts they name, by tracking id."""
 
+    tracks_sql: str
     users: dict[str, int]
     accounts: dict[str, int]
 
@@ -44,45 +45,36 @@ class StoredEvents:
     account_ids: frozenset[int] = frozenset()
 
 
-def tracks_stage(*, select_sql: str, params: Sequence | Mapping | None = None) -> None:
-    """PostgreSQL only: stage the tracks that `select_sql` yields, as rows of (user tracking id,
-    account tracking id or NULL, event name, Unix milliseconds), for `events_store(staged=...)`
-    later in this transaction.
+def tracking_ids_of_tracks(tracks_sql: str) -> tuple[set[str], set[str]]:
+    """PostgreSQL only: the user and account tracking ids that the tracks of `tracks_sql` name.
 
-    For a caller whose messages are already in the database (the ingestion drain): the events
-    go from one table to the next without a Python object per event.
+    `tracks_sql` is a SELECT, without parameters, of (user tracking id, account tracking id or
+    NULL, event name, Unix milliseconds), one row per track, from the caller's own tables in this
+    transaction: for a caller whose messages are already in the database (the ingestion drain),
+    so the events go from its table to the event tables without a Python object per event and
+    without a copy in between. It is read again by `events_store(staged=...)`, so its rows must
+    not change until then.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE TEMP TABLE IF NOT EXISTS {_TRACK_STAGE} (user_tid text NOT NULL, "
-            "group_tid text, name text NOT NULL, ms bigint NOT NULL) ON COMMIT DELETE ROWS"
-        )
-        cursor.execute(f"TRUNCATE {_TRACK_STAGE}")
-        cursor.execute(
-            f"INSERT INTO {_TRACK_STAGE} (user_tid, group_tid, name, ms) {select_sql}",  # noqa: S608
-            params,
-        )
-
-
-def staged_tracking_ids() -> tuple[set[str], set[str]]:
-    """The user and account tracking ids that the staged tracks name."""
     users: set[str] = set()
     accounts: set[str] = set()
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT DISTINCT true, user_tid FROM {_TRACK_STAGE} "  # noqa: S608
-            f"UNION ALL SELECT DISTINCT false, group_tid FROM {_TRACK_STAGE} "
-            "WHERE group_tid IS NOT NULL"
+            "SELECT user_tid, group_tid FROM ("  # noqa: S608 - the caller's fixed SQL
+            f"{tracks_sql}) AS t (user_tid, group_tid, name, ms) "
+            "GROUP BY GROUPING SETS ((user_tid), (group_tid))"
         )
-        for is_user, tracking_id in cursor.fetchall():
-            (users if is_user else accounts).add(tracking_id)
+        for user_tid, group_tid in cursor.fetchall():
+            if user_tid is not None:
+                users.add(user_tid)
+            elif group_tid is not None:
+                accounts.add(group_tid)
     return users, accounts
 
 
 def events_store(
     *, product_id: int, events: Sequence[NewEvent], staged: StagedTrackIds | None = None
 ) -> StoredEvents:
-    """Store these events and, on PostgreSQL, the staged tracks (see `tracks_stage`), whose
+    """Store these events and, on PostgreSQL, the tracks of `staged.tracks_sql`, whose
     users and accounts `staged` maps to ids; a staged track without an account counts for its
     user's most recently linked account."""
     if not events and staged is None:
@@ -153,22 +145,23 @@ _PG_NAMES = f"""INSERT INTO engagement_eventname (product_id, name, first_seen_a
     SELECT DISTINCT %(product)s, name, %(now)s FROM {_STAGE} ORDER BY 2
     ON CONFLICT (product_id, name) DO NOTHING"""
 _NULL = "\\N"
-# Staged tracks to staged events: tracking ids to ids (the caller's maps, bound as JSON), and an
-# event without an account to its user's latest link, looked up once per user.
-_FROM_TRACK_STAGE = f"""
-    WITH users AS (
+# A caller's tracks to staged events: tracking ids to ids (the caller's maps, bound as JSON), and
+# an event without an account to its user's latest link, looked up once per user.
+_FROM_TRACKS = f"""
+    WITH tracks (user_tid, group_tid, name, ms) AS ({{tracks}}),
+         users AS (
             SELECT tid, id::bigint AS id FROM jsonb_each_text(%(users)s::jsonb) AS u(tid, id)),
          accounts AS (
             SELECT tid, id::bigint AS id FROM jsonb_each_text(%(accounts)s::jsonb) AS a(tid, id)),
          latest AS (
             SELECT DISTINCT ON (m.user_id) m.user_id, m.account_id
             FROM engagement_membership m
-            WHERE m.user_id IN (SELECT users.id FROM {_TRACK_STAGE} t
+            WHERE m.user_id IN (SELECT users.id FROM tracks t
                                 JOIN users ON users.tid = t.user_tid WHERE t.group_tid IS NULL)
             ORDER BY m.user_id, m.linked_at DESC, m.account_id DESC)
     INSERT INTO {_STAGE} (user_id, account_id, name, ms)
     SELECT users.id, COALESCE(accounts.id, latest.account_id), t.name, t.ms
-    FROM {_TRACK_STAGE} t
+    FROM tracks t
     JOIN users ON users.tid = t.user_tid
     LEFT JOIN accounts ON accounts.tid = t.group_tid
     LEFT JOIN latest ON latest.user_id = users.id AND t.group_tid IS NULL"""
@@ -197,7 +190,7 @@ def _store_postgresql(
         count = len(events)
         if staged is not None:
             cursor.execute(
-                _FROM_TRACK_STAGE,
+                _FROM_TRACKS.format(tracks=staged.tracks_sql),
                 {"users": json.dumps(staged.users), "accounts": json.dumps(staged.accounts)},
             )
             count += cursor.rowcount

@@ -270,18 +270,14 @@ def _accounts_write(accounts: Iterable[_AccountState], now: datetime) -> None:
     )
 
 
-def tracks_stage(*, select_sql: str, params: Sequence | dict | None = None) -> None:
-    """PostgreSQL only: stage tracks for the next `messages_apply(staged_tracks=True)` in this
-    transaction. `select_sql` yields (user tracking id, account tracking id or NULL, event name,
-    Unix milliseconds), one row per track, from the caller's own tables: validated data only."""
-    event_store.tracks_stage(select_sql=select_sql, params=params)
-
-
 def messages_apply(
-    *, product_id: int, messages: Sequence[Message], staged_tracks: bool = False
+    *, product_id: int, messages: Sequence[Message], tracks_sql: str | None = None
 ) -> ApplyResult:
-    """Apply validated identify/group/track messages of one product, and with `staged_tracks`
-    the tracks put in `tracks_stage` before (PostgreSQL), exactly as if they were in `messages`.
+    """Apply validated identify/group/track messages of one product, and with `tracks_sql`
+    (PostgreSQL) the tracks that query yields, exactly as if they were in `messages`.
+    `tracks_sql` is a SELECT without parameters of (user tracking id, account tracking id or
+    NULL, event name, Unix milliseconds), one row per track, over the caller's own tables in this
+    transaction, holding validated data only (see event_store.tracking_ids_of_tracks).
 
     Any order of the same messages ends in the same users, accounts, traits and links. A track
     for an unknown user creates that user as not yet identified. An event counts for the account
@@ -292,7 +288,7 @@ def messages_apply(
     """
     result = ApplyResult()
     staged_users, staged_accounts = (
-        event_store.staged_tracking_ids() if staged_tracks else (set(), set())
+        event_store.tracking_ids_of_tracks(tracks_sql) if tracks_sql else (set(), set())
     )
     if not messages and not staged_users:
         return result
@@ -351,10 +347,11 @@ def messages_apply(
         ]
         staged = (
             event_store.StagedTrackIds(
+                tracks_sql=tracks_sql,
                 users={tid: users[tid].id for tid in staged_users},
                 accounts={tid: accounts[tid].id for tid in staged_accounts},
             )
-            if staged_tracks
+            if tracks_sql
             else None
         )
         stored = event_store.events_store(product_id=product_id, events=events, staged=staged)

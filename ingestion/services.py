@@ -241,8 +241,9 @@ def _apply_in_database(
             cursor.execute(_UNSTAGE_REPEATS)
         cursor.execute("SELECT body::text FROM eds_stage_message WHERE kind <> 'track'")
         others = [_to_domain(json.loads(body)) for (body,) in cursor.fetchall()]
-    engagement_services.tracks_stage(select_sql=_STAGED_TRACKS)
-    engagement_services.messages_apply(product_id=product_id, messages=others, staged_tracks=True)
+    engagement_services.messages_apply(
+        product_id=product_id, messages=others, tracks_sql=_STAGED_TRACKS
+    )
 
 
 def _apply_rows(
