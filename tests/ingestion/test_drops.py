@@ -82,6 +82,19 @@ def test_a_drain_across_a_revocation_applies_what_came_before_and_drops_what_cam
     assert not AcceptedRequest.objects.exists()
 
 
+def test_one_drain_applies_a_known_key_and_drops_an_unknown_one(acme, post_json, drain):
+    post_json("/v2/track", {"userId": "u1", "event": "Known"}, auth=acme.basic)
+    post_json("/v2/track", {"userId": "u1", "event": "Unknown"}, auth="Basic not-a-key-of-anyone")
+    post_json("/v2/track", {"userId": "u2", "event": "Known"}, auth=acme.basic)
+
+    assert drain() == 3
+
+    assert sorted(Event.objects.values_list("name", flat=True)) == ["Known", "Known"]
+    drop = DroppedRequest.objects.get()
+    assert (drop.reason, drop.product_id, drop.message_count) == ("unknown_key", None, 1)
+    assert not AcceptedRequest.objects.exists()
+
+
 def test_drops_are_kept_for_the_retention_period_only(acme, settings):
     now = timezone.now()
     old = DroppedRequest.objects.create(
