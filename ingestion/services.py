@@ -488,16 +488,20 @@ def _sort_claimed(
     }
     drops: list[DroppedRequest] = []
     whole_keys: dict[int, list[str]] = defaultdict(list)
-    rows = list(claim.rows)
+    one_by_one: list[str] = []  # keys some or all of whose rows are dropped
+    with_markers: list[str] = []
     for digest, (latest, has_drops) in claim.keys.items():
         key = keys.get(digest)
         if key is None or (key.revoked_at is not None and key.revoked_at <= latest):
-            rows.extend(_claimed_rows([digest]))  # some or all of them are dropped: one by one
+            one_by_one.append(digest)
             continue
         whole_keys[key.product_id].append(digest)
         if has_drops:
-            for row in _claimed_rows([digest], only_with_drops=True):
-                drops.extend(_marker_drops(row, key.product_id))
+            with_markers.append(digest)
+    if with_markers:
+        for row in _claimed_rows(with_markers, only_with_drops=True):
+            drops.extend(_marker_drops(row, keys[row.key_digest].product_id))
+    rows = list(claim.rows) + (_claimed_rows(one_by_one) if one_by_one else [])
     by_product: dict[int, list[ClaimedRequest]] = defaultdict(list)
     for row in rows:
         key = keys.get(row.key_digest)
