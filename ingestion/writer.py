@@ -1,11 +1,12 @@
 """Group commit for the ASGI front door: many requests, one write, one commit, then every 202.
 
-A request hands its accepted entries to the writer and waits. The writer gathers whatever arrives
-within a short window (1 ms), or while the previous write is still running, and stores it all
-with one `store_accepted_batch` (one COPY, one commit) in a thread of its own. Only when that
-commit returns does each waiting request get its answer, so a 202 is as durable as the DRF door's,
-while the commit cost is shared by every request in the batch. Django's request machinery and
-one commit per request, not PostgreSQL, are what limit the DRF door.
+A request hands its accepted entries to the writer and waits. The writer gathers what arrives
+while the previous write is still running, or, when it was idle, until as many requests wait as
+its last write carried or a short window (1 ms) has passed, and stores it all with one
+`store_accepted_batch` (one COPY, one commit) in a thread of its own. Only when that commit
+returns does each waiting request get its answer, so a 202 is as durable as the DRF door's, while
+the commit cost is shared by every request in the batch. Django's request machinery and one
+commit per request, not PostgreSQL, are what limit the DRF door.
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ class GroupCommitWriter:
         self._last_kick = float("-inf")
         self._kick_scheduled = False
         self._kick_sent: asyncio.Future | None = None
+        # How many requests the last write carried, and set once that many wait again.
+        self._last_batch_requests = 0
+        self._gathered: asyncio.Event | None = None
 
     async def store(self, entries: Sequence[Entry]) -> None:
         """Return once `entries` are committed; raise a 503 `RequestError` if they cannot be."""
@@ -115,10 +119,13 @@ class GroupCommitWriter:
             self._pending_since = loop.time()
         self._pending.append((entries, done))
         self._wake.set()
+        if len(self._pending) >= self._last_batch_requests:
+            self._gathered.set()
         await done
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._wake = asyncio.Event()
+        self._gathered = asyncio.Event()
         if self._counter is None:
             self._counter = loop.create_task(self._count_every_second(loop), name="eds-backlog")
         self._task = loop.create_task(self._run(), name="eds-group-commit")
@@ -139,12 +146,9 @@ class GroupCommitWriter:
                 await self._wake.wait()
                 if not self._pending:
                     continue
-            # Wait out the rest of the window measured from the oldest waiting request; requests
-            # that queued up while the previous write ran go at once.
-            delay = self._pending_since + self.gather_seconds - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await self._gather(loop)
             batch = self._take_batch(loop)
+            self._last_batch_requests = len(batch)
             entries = [entry for waiting, _ in batch for entry in waiting]
             try:
                 await loop.run_in_executor(self._db_thread, _write, entries)
@@ -159,6 +163,23 @@ class GroupCommitWriter:
             else:
                 self._settle(batch, None)
                 self._ask_for_kick(loop)
+
+    async def _gather(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wait until as many requests wait as the last write carried, or out the rest of the
+        window measured from the oldest waiting request, whichever comes first. Requests that
+        queued up while the previous write ran go at once.
+
+        The clients a write answers mostly send their next request at once (an SDK's queue,
+        a busy service's keep-alive connections): once they are all back, waiting out the rest
+        of the window only adds latency, and each client's next request waits behind it. Under
+        a light load the last write carried one request, so the next goes without waiting."""
+        delay = self._pending_since + self.gather_seconds - loop.time()
+        if delay <= 0 or len(self._pending) >= self._last_batch_requests:
+            return
+        assert self._gathered is not None
+        self._gathered.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._gathered.wait(), delay)
 
     async def _write_one_by_one(self, loop: asyncio.AbstractEventLoop, batch) -> None:
         """One request the database refuses must not fail the others it was batched with."""

@@ -1,0 +1,97 @@
+"""When the ASGI door's group-commit writer writes: it gathers requests until as many wait as its
+last write carried, or until its window has passed, whichever comes first."""
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from ingestion import writer as writer_module
+from ingestion.core import Accepted
+from ingestion.models import AcceptedRequest
+from ingestion.writer import GroupCommitWriter
+
+
+def _identify(user_id: str) -> list:
+    message = {"type": "identify", "timestamp": 1793527200000, "userId": user_id}
+    now = datetime.now(UTC)
+    return [(now, Accepted(endpoint="v2/identify", key_digest="d" * 64, messages=[message]))]
+
+
+@pytest.fixture
+def writes(monkeypatch) -> list[list[str]]:
+    """The users of each write the writer makes, in order."""
+    made: list[list[str]] = []
+    store = writer_module.store_accepted_batch
+
+    def counted(entries, **kwargs):
+        made.append([accepted.messages[0]["userId"] for _, accepted in entries])
+        return store(entries, **kwargs)
+
+    monkeypatch.setattr(writer_module, "store_accepted_batch", counted)
+    return made
+
+
+async def _store_at(writer: GroupCommitWriter, user_id: str, delay: float) -> float:
+    """Store one request after `delay` seconds; return how long it waited for its 202."""
+    await asyncio.sleep(delay)
+    started = time.monotonic()
+    await writer.store(_identify(user_id))
+    return time.monotonic() - started
+
+
+def test_a_write_goes_once_the_last_writes_clients_are_back(transactional_db, writes):
+    """Ann, Bo and Cy are written together. When they come back one after another, the writer
+    does not wait out its (here 5-second) window: the third arrival completes the group."""
+    writer = GroupCommitWriter(gather_seconds=5)
+
+    async def scenario():
+        try:
+            await asyncio.gather(*(_store_at(writer, u, 0) for u in ("ann", "bo", "cy")))
+            return await asyncio.gather(
+                _store_at(writer, "ann", 0),
+                _store_at(writer, "bo", 0.05),
+                _store_at(writer, "cy", 0.1),
+            )
+        finally:
+            await writer.close()
+
+    waited = asyncio.run(scenario())
+    assert writes == [["ann", "bo", "cy"], ["ann", "bo", "cy"]]
+    assert max(waited) < 2
+    assert AcceptedRequest.objects.count() == 6
+
+
+def test_fewer_than_the_last_write_wait_out_the_window(transactional_db, writes):
+    """After a write of three, two arrivals are not a full group: they go together when the
+    window, measured from the first of them, has passed."""
+    writer = GroupCommitWriter(gather_seconds=0.3)
+
+    async def scenario():
+        try:
+            await asyncio.gather(*(_store_at(writer, u, 0) for u in ("ann", "bo", "cy")))
+            return await asyncio.gather(_store_at(writer, "di", 0), _store_at(writer, "ed", 0.1))
+        finally:
+            await writer.close()
+
+    di_waited, ed_waited = asyncio.run(scenario())
+    assert writes == [["ann", "bo", "cy"], ["di", "ed"]]
+    assert di_waited >= 0.25
+    assert AcceptedRequest.objects.count() == 5
+
+
+def test_under_a_light_load_a_lone_request_does_not_wait(transactional_db, writes):
+    """One request at a time: each write carried one, so the next goes at once, not after the
+    (here 5-second) window."""
+    writer = GroupCommitWriter(gather_seconds=5)
+
+    async def scenario():
+        try:
+            return [await _store_at(writer, user_id, 0.05) for user_id in ("ann", "bo", "cy")]
+        finally:
+            await writer.close()
+
+    waited = asyncio.run(scenario())
+    assert writes == [["ann"], ["bo"], ["cy"]]
+    assert max(waited) < 2
