@@ -642,7 +642,7 @@ def report(args: argparse.Namespace, figures: Figures, loads: tuple, settings: d
         f"worker drain: celery worker --concurrency {args.worker_concurrency} (prefork) + beat; "
         f"INGESTION_DRAIN_BATCH={settings['drain_batch']}, a kick per web process at most every "
         f"{settings['kick_interval'] * 1000:.0f} ms (ingestion.writer.KICK_INTERVAL_SECONDS), "
-        f"sweep every {settings['sweep']:.0f} s; group commit window "
+        f"sweep every {settings['sweep']:.0f} s; group commit window at most "
         f"{settings['gather'] * 1000:.0f} ms"
     )
     print(

@@ -2,8 +2,8 @@
 
 A request hands its accepted entries to the writer and waits. The writer gathers what arrives
 while the previous write is still running, or, when it was idle, until as many requests wait as
-its last write carried or a short window (1 ms) has passed, and stores it all with one
-`store_accepted_batch` (one COPY, one commit) in a thread of its own. Only when that commit
+its last write carried (at least two) or a short window (1 ms) has passed, and stores it all with
+one `store_accepted_batch` (one COPY, one commit) in a thread of its own. Only when that commit
 returns does each waiting request get its answer, so a 202 is as durable as the DRF door's, while
 the commit cost is shared by every request in the batch. Django's request machinery and one
 commit per request, not PostgreSQL, are what limit the DRF door.
@@ -35,6 +35,8 @@ from ingestion.store import Entry, backlog_refresh, kick_worker, store_accepted_
 logger = logging.getLogger(__name__)
 
 GATHER_SECONDS = 0.001
+# The fewest waiting requests that let a write go before the window ends (see _gather).
+MIN_GROUP = 2
 MAX_BATCH_ENTRIES = 2000
 # A worker is woken at most this often per web process; a wake-up asked for in between is sent
 # at the end of the interval, so no batch waits for the periodic sweep.
@@ -105,8 +107,9 @@ class GroupCommitWriter:
         self._last_kick = float("-inf")
         self._kick_scheduled = False
         self._kick_sent: asyncio.Future | None = None
-        # How many requests the last write carried, and set once that many wait again.
-        self._last_batch_requests = 0
+        # How many waiting requests let a write go before its window ends: as many as the last
+        # write carried, at least two; `_gathered` is set once that many wait.
+        self._group = MIN_GROUP
         self._gathered: asyncio.Event | None = None
 
     async def store(self, entries: Sequence[Entry]) -> None:
@@ -119,7 +122,7 @@ class GroupCommitWriter:
             self._pending_since = loop.time()
         self._pending.append((entries, done))
         self._wake.set()
-        if len(self._pending) >= self._last_batch_requests:
+        if len(self._pending) >= self._group:
             self._gathered.set()
         await done
 
@@ -148,7 +151,7 @@ class GroupCommitWriter:
                     continue
             await self._gather(loop)
             batch = self._take_batch(loop)
-            self._last_batch_requests = len(batch)
+            self._group = max(len(batch), MIN_GROUP)
             entries = [entry for waiting, _ in batch for entry in waiting]
             try:
                 await loop.run_in_executor(self._db_thread, _write, entries)
@@ -165,16 +168,16 @@ class GroupCommitWriter:
                 self._ask_for_kick(loop)
 
     async def _gather(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Wait until as many requests wait as the last write carried, or out the rest of the
-        window measured from the oldest waiting request, whichever comes first. Requests that
-        queued up while the previous write ran go at once.
+        """Wait until as many requests wait as the last write carried (at least two), or out the
+        rest of the window measured from the oldest waiting request, whichever comes first.
+        Requests that queued up while the previous write ran go at once.
 
         The clients a write answers mostly send their next request at once (an SDK's queue,
         a busy service's keep-alive connections): once they are all back, waiting out the rest
-        of the window only adds latency, and each client's next request waits behind it. Under
-        a light load the last write carried one request, so the next goes without waiting."""
+        of the window only adds latency, and each client's next request waits behind it. A lone
+        request still waits for company: writing each one alone costs a commit apiece."""
         delay = self._pending_since + self.gather_seconds - loop.time()
-        if delay <= 0 or len(self._pending) >= self._last_batch_requests:
+        if delay <= 0 or len(self._pending) >= self._group:
             return
         assert self._gathered is not None
         self._gathered.clear()

@@ -81,17 +81,22 @@ def test_fewer_than_the_last_write_wait_out_the_window(transactional_db, writes)
     assert AcceptedRequest.objects.count() == 5
 
 
-def test_under_a_light_load_a_lone_request_does_not_wait(transactional_db, writes):
-    """One request at a time: each write carried one, so the next goes at once, not after the
-    (here 5-second) window."""
-    writer = GroupCommitWriter(gather_seconds=5)
+def test_a_lone_request_waits_out_the_window_for_company(transactional_db, writes):
+    """Under a light load a request alone waits out the window, and a second one within it lets
+    both go at once: writing each alone would cost a commit apiece."""
+    writer = GroupCommitWriter(gather_seconds=0.3)
 
     async def scenario():
         try:
-            return [await _store_at(writer, user_id, 0.05) for user_id in ("ann", "bo", "cy")]
+            ann_waited = await _store_at(writer, "ann", 0)
+            bo_waited, _ = await asyncio.gather(
+                _store_at(writer, "bo", 0), _store_at(writer, "cy", 0.1)
+            )
+            return ann_waited, bo_waited
         finally:
             await writer.close()
 
-    waited = asyncio.run(scenario())
-    assert writes == [["ann"], ["bo"], ["cy"]]
-    assert max(waited) < 2
+    ann_waited, bo_waited = asyncio.run(scenario())
+    assert writes == [["ann"], ["bo", "cy"]]
+    assert ann_waited >= 0.25
+    assert bo_waited < 0.25
