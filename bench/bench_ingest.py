@@ -654,6 +654,17 @@ def load_average() -> float:
 # --- Report --------------------------------------------------------------------------------------
 
 
+def cpu_reference_ms() -> float:
+    """A fixed pure-Python loop, best of three: this VM's speed drifts by up to a third between
+    hours, so printing it beside the figures tells which runs compare."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        sum(i * i for i in range(3_000_000))
+        best = min(best, time.perf_counter() - started)
+    return best * 1000
+
+
 def machine() -> str:
     cores = os.cpu_count()
     with open("/proc/meminfo") as meminfo:
@@ -664,7 +675,8 @@ def machine() -> str:
     ).stdout.strip()
     return (
         f"{cores} cores, {mem_gib:.0f} GiB; wrk, servers, PostgreSQL {pg} and Redis on one box; "
-        f"git {rev or '?'}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+        f"git {rev or '?'}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+        f"CPU reference {cpu_reference_ms():.0f} ms (a fixed Python loop; lower is faster)"
     )
 
 
