@@ -1,5 +1,5 @@
 """When the ASGI door's group-commit writer writes: it gathers requests until as many wait as its
-last write carried, or until its window has passed, whichever comes first."""
+last write carried (at least two), or until its window has passed, whichever comes first."""
 
 import asyncio
 import time
