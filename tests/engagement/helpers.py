@@ -6,8 +6,14 @@ from engagement.services import Message, messages_apply
 
 
 def ms(days_ago: float = 0, hours: float = 0) -> int:
-    """A message time `days_ago` UTC days before today at 00:30, plus `hours` (same day)."""
-    today = datetime.now(UTC).replace(hour=0, minute=30, second=0, microsecond=0)
+    """A message time `days_ago` UTC days before today at 00:30, plus `hours` (same day).
+
+    In the first half hour of a UTC day, 00:30 is still to come, and a message of today would be
+    in the future (a "seen within the last day" condition then leaves it out): there it is
+    halfway between midnight and now instead, still today."""
+    now = datetime.now(UTC)
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    today = midnight + min(timedelta(minutes=30), (now - midnight) / 2)
     return int((today - timedelta(days=days_ago) + timedelta(hours=hours)).timestamp() * 1000)
 
 
