@@ -48,9 +48,10 @@ class DroppedRequestAdmin(admin.ModelAdmin):
 
 @admin.register(AcceptedRequest)
 class AcceptedRequestAdmin(admin.ModelAdmin):
-    """The backlog: accepted requests a worker has not applied yet. Read-only."""
+    """The backlog: accepted requests a worker has not applied yet (a row may hold several
+    under one key, see AcceptedRequest). Read-only."""
 
-    list_display = ["id", "received_at", "endpoint"]
+    list_display = ["id", "received_at", "endpoint", "request_count"]
     list_filter = ["endpoint"]
     exclude = ["key_digest"]
 

@@ -41,15 +41,26 @@ class IngestionKey(models.Model):
 
 
 class AcceptedRequest(models.Model):
-    """A request answered 202, stored durably until a worker has applied it, then deleted.
+    """Requests answered 202, stored durably until a worker has applied them, then deleted.
 
-    `messages` holds only the validated fields the service uses (never properties, context or IPs).
+    A row is one request, or several under one ingestion key that the ASGI door's group-commit
+    writer stored in one write: a worker's cost per row (locking, reading, deleting it) is then
+    shared by all of them. `messages` holds only the validated fields the service uses (never
+    properties, context or IPs), the requests' messages one after the other.
     """
 
+    # For a row of several requests: the latest of their times (a key revoked before it sends
+    # the row down the careful path, which checks each request's own time), and their endpoint
+    # when they share one, "several" otherwise.
     received_at = models.DateTimeField()
     endpoint = models.CharField(max_length=32)
     key_digest = models.CharField(max_length=64)
     messages = models.JSONField()
+    # A database default too: rows written by COPY without the column (one request) get 1.
+    request_count = models.PositiveIntegerField(default=1, db_default=1)
+    # Null for one request; for several, one [endpoint, received at in Unix microseconds,
+    # message count] each, in the order of `messages`, so a drop is still recorded per request.
+    requests = models.JSONField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["received_at"], name="accepted_received_idx")]

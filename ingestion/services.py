@@ -160,17 +160,23 @@ _STAGE_MESSAGES = """
     FROM (
         SELECT m.body->>'type' AS kind, m.body->>'messageId' AS message_id, m.body,
                a.id AS request_id, m.place
-        FROM ingestion_acceptedrequest a
+        FROM {source}
         CROSS JOIN LATERAL jsonb_array_elements(a.messages) WITH ORDINALITY AS m(body, place)
         WHERE a.id BETWEEN %(first)s AND %(last)s AND {selection}
           AND m.body->>'type' <> %(drop)s) AS expanded"""
 # Which accepted rows a drain applies (the range lets PostgreSQL read them through the primary
 # key: a queue table has dead rows between its live ones, and a scan filtering on the rows alone
-# reads them all): the ones listed, or every claimed row under the given keys.
-_LISTED = "a.id = ANY(%(ids)s::bigint[])"
+# reads them all): every claimed row under the given keys, or the requests listed, each a row
+# or, in a row of several requests, the places of its messages there.
+_ACCEPTED = "ingestion_acceptedrequest a"
 _CLAIMED_UNDER_KEYS = (
     "a.id = ANY(ARRAY(SELECT c.id FROM eds_claim c WHERE c.key_digest = ANY(%(digests)s::text[])))"
 )
+_LISTED_SOURCE = (
+    "ingestion_acceptedrequest a JOIN unnest(%(ids)s::bigint[], %(firsts)s::bigint[], "
+    "%(lasts)s::bigint[]) AS listed(id, first_place, last_place) ON listed.id = a.id"
+)
+_LISTED = "m.place BETWEEN listed.first_place AND listed.last_place"
 # Claim the staged messageIds, each at its first place (sorted by key, see seen_messages_claim:
 # two workers cannot deadlock), keep the claimed keys, and count them against the staged
 # messages that have a key. Equal counts (the common case) mean no repeat: nothing to unstage.
@@ -216,12 +222,18 @@ def _apply_in_database(
         "now": timezone.now(),
     }
     if claim is not None:
-        selection = _CLAIMED_UNDER_KEYS
+        source, selection = _ACCEPTED, _CLAIMED_UNDER_KEYS
         params.update(first=claim.first, last=claim.last, digests=list(claim.whole_keys))
     else:
         ids = [row.id for row in rows]
-        selection = _LISTED
-        params.update(first=min(ids), last=max(ids), ids=_bigint_array(ids))
+        source, selection = _LISTED_SOURCE, _LISTED
+        params.update(
+            first=min(ids),
+            last=max(ids),
+            ids=_bigint_array(ids),
+            firsts=_bigint_array([row.places[0] for row in rows]),
+            lasts=_bigint_array([row.places[1] for row in rows]),
+        )
     with connection.cursor() as cursor:
         # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
         cursor.execute(
@@ -234,7 +246,7 @@ def _apply_in_database(
             "ON COMMIT DELETE ROWS"
         )
         cursor.execute("TRUNCATE eds_stage_message, eds_claimed_key")
-        cursor.execute(_STAGE_MESSAGES.format(selection=selection), params)
+        cursor.execute(_STAGE_MESSAGES.format(source=source, selection=selection), params)
         cursor.execute(_CLAIM_STAGED, params)
         claimed, keyed = cursor.fetchone()
         if claimed != keyed:
@@ -290,14 +302,19 @@ class DrainResult:
     more: bool = False
 
 
+_LAST_PLACE = 2**31 - 1  # "to the end": no row holds more messages
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimedRequest:
-    """An accepted request locked by this drain: the stored row, without a model around it.
+    """An accepted request locked by this drain, without a model around it: a stored row, or
+    one request of a row that holds several (see AcceptedRequest).
 
     `received` is the time it was accepted, or on PostgreSQL that time in Unix microseconds:
     only a drop or a revoked key needs it as a datetime, so most rows never convert it.
     `messages` is None on PostgreSQL for a row without drop markers: its messages are applied
-    where they are stored (see _apply_in_database).
+    where they are stored (see _apply_in_database). `places`: the first and last place of its
+    messages in the row's (from 1).
     """
 
     id: int
@@ -306,6 +323,7 @@ class ClaimedRequest:
     key_digest: str
     message_count: int
     messages: list | None
+    places: tuple[int, int] = (1, _LAST_PLACE)
 
     @property
     def received_at(self) -> datetime:
@@ -313,6 +331,30 @@ class ClaimedRequest:
             return self.received
         seconds, micros = divmod(self.received, 1_000_000)
         return datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=micros)
+
+
+def _requests_of(row: ClaimedRequest, parts: list | None) -> list[ClaimedRequest]:
+    """The requests a row holds: itself, or for a row of several (`parts`: [endpoint, received
+    in Unix microseconds, message count] each) one each, with its messages' places."""
+    if not parts:
+        return [row]
+    requests = []
+    first = 1
+    for endpoint, received, count in parts:
+        last = first + count - 1
+        messages = None if row.messages is None else row.messages[first - 1 : last]
+        requests.append(
+            replace(
+                row,
+                received=received,
+                endpoint=endpoint,
+                message_count=count,
+                messages=messages,
+                places=(first, last),
+            )
+        )
+        first = last + 1
+    return requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,7 +365,7 @@ class _Claim:
     without a Python object per row. Elsewhere every row is in `rows`.
     `whole_keys` names the keys whose rows one apply takes (see _apply_rows)."""
 
-    requests: int
+    requests: int  # requests, not rows: a row may hold several
     more: bool
     first: int = 0
     last: int = 0
@@ -339,13 +381,16 @@ class _Claim:
 _CLAIM_FIRST_ROWS = 10
 _CLAIM_ROWS = """
     WITH claimed AS (
-        INSERT INTO eds_claim (id, received_at, endpoint, key_digest, message_count, has_drops)
+        INSERT INTO eds_claim
+            (id, received_at, endpoint, key_digest, message_count, has_drops, request_count)
         SELECT id, received_at, endpoint, key_digest, jsonb_array_length(messages),
-               messages @> %(markers)s::jsonb
+               messages @> %(markers)s::jsonb, request_count
         FROM ingestion_acceptedrequest WHERE id > %(after)s
         ORDER BY id LIMIT %(rows)s FOR UPDATE SKIP LOCKED
-        RETURNING id, message_count)
-    SELECT count(*), COALESCE(sum(message_count), 0), min(id), max(id) FROM claimed"""
+        RETURNING id, message_count, request_count)
+    SELECT count(*), COALESCE(sum(message_count), 0), min(id), max(id),
+           COALESCE(sum(request_count), 0)
+    FROM claimed"""
 # Keep the rows up to the first one that brings the messages to the limit.
 _CLAIM_TRIM = """
     DELETE FROM eds_claim WHERE id > (
@@ -356,7 +401,9 @@ _CLAIMED_ROWS = """
     SELECT c.id, (EXTRACT(EPOCH FROM c.received_at) * 1000000)::bigint, c.endpoint,
            c.key_digest, c.message_count,
            CASE WHEN c.has_drops THEN (
-               SELECT a.messages::text FROM ingestion_acceptedrequest a WHERE a.id = c.id) END
+               SELECT a.messages::text FROM ingestion_acceptedrequest a WHERE a.id = c.id) END,
+           CASE WHEN c.request_count > 1 THEN (
+               SELECT a.requests::text FROM ingestion_acceptedrequest a WHERE a.id = c.id) END
     FROM eds_claim c WHERE c.key_digest = ANY(%(digests)s::text[]) {only_with_drops}
     ORDER BY c.id"""
 _HOLDS_DROP_MARKERS = json.dumps([{"type": core.DROP}])
@@ -375,16 +422,16 @@ def _claim(limit: int) -> _Claim:
         return _claim_in_database(limit)
     query = AcceptedRequest.objects.select_for_update(skip_locked=True).order_by("id")[:limit]
     rows: list[ClaimedRequest] = []
-    messages = 0
+    messages = stored_rows = 0
     for r in query.iterator(chunk_size=_CLAIM_CHUNK):
         count = len(r.messages)
-        rows.append(
-            ClaimedRequest(r.id, r.received_at, r.endpoint, r.key_digest, count, r.messages)
-        )
+        row = ClaimedRequest(r.id, r.received_at, r.endpoint, r.key_digest, count, r.messages)
+        rows.extend(_requests_of(row, r.requests))
+        stored_rows += 1
         messages += count
         if messages >= limit:
             break
-    return _Claim(len(rows), messages >= limit or len(rows) >= limit, rows=rows)
+    return _Claim(len(rows), messages >= limit or stored_rows >= limit, rows=rows)
 
 
 def _claim_in_database(limit: int) -> _Claim:
@@ -396,33 +443,35 @@ def _claim_in_database(limit: int) -> _Claim:
         cursor.execute(
             "CREATE TEMP TABLE IF NOT EXISTS eds_claim (id bigint NOT NULL, "
             "received_at timestamptz NOT NULL, endpoint text NOT NULL, key_digest text NOT NULL, "
-            "message_count integer NOT NULL, has_drops boolean NOT NULL) ON COMMIT DELETE ROWS"
+            "message_count integer NOT NULL, has_drops boolean NOT NULL, "
+            "request_count integer NOT NULL) ON COMMIT DELETE ROWS"
         )
         cursor.execute("TRUNCATE eds_claim")
-        requests = messages = first = last = 0
+        rows = messages = first = last = requests = 0
         asked = min(_CLAIM_FIRST_ROWS, limit)
         while True:
             cursor.execute(
                 _CLAIM_ROWS, {"markers": _HOLDS_DROP_MARKERS, "after": last, "rows": asked}
             )
-            count, count_messages, lowest, highest = cursor.fetchone()
+            count, count_messages, lowest, highest, count_requests = cursor.fetchone()
             if count:
-                requests += count
+                rows += count
                 messages += count_messages
+                requests += count_requests
                 first = first or lowest
                 last = highest
-            if count < asked or messages >= limit or requests >= limit:
+            if count < asked or messages >= limit or rows >= limit:
                 break
-            per_row = max(messages, 1) / requests
-            asked = max(1, min(limit - requests, math.ceil((limit - messages) / per_row)))
-        if not requests:
+            per_row = max(messages, 1) / rows
+            asked = max(1, min(limit - rows, math.ceil((limit - messages) / per_row)))
+        if not rows:
             return _Claim(0, False)
-        more = messages >= limit or requests >= limit
-        if messages > limit and requests > 1:
+        more = messages >= limit or rows >= limit
+        if messages > limit and rows > 1:
             # Rows past the limit stay locked, unapplied, until this drain commits.
             cursor.execute(_CLAIM_TRIM, {"limit": limit})
-            cursor.execute("SELECT count(*), max(id) FROM eds_claim")
-            requests, last = cursor.fetchone()
+            cursor.execute("SELECT max(id), sum(request_count) FROM eds_claim")
+            last, requests = cursor.fetchone()
         cursor.execute(
             "SELECT key_digest, max(received_at), bool_or(has_drops) FROM eds_claim "
             "GROUP BY key_digest"
@@ -432,23 +481,25 @@ def _claim_in_database(limit: int) -> _Claim:
 
 
 def _claimed_rows(digests: Sequence[str], *, only_with_drops: bool = False) -> list[ClaimedRequest]:
-    """PostgreSQL: the claimed rows under these keys, in id order, with their messages if they
-    hold drop markers. (The json module, not orjson, decodes them: orjson reads an integer
-    beyond 64 bits, which traits may hold, as a float.)"""
+    """PostgreSQL: the requests of the claimed rows under these keys, in the order they were
+    accepted, with their messages if they hold drop markers. (The json module, not orjson,
+    decodes them: orjson reads an integer beyond 64 bits, which traits may hold, as a float.)"""
     query = _CLAIMED_ROWS.format(only_with_drops="AND c.has_drops" if only_with_drops else "")
     with connection.cursor() as cursor:
         cursor.execute(query, {"digests": list(digests)})
-        return [
-            ClaimedRequest(
-                row_id,
-                received,
-                endpoint,
-                key_digest,
-                count,
-                None if messages is None else json.loads(messages),
-            )
-            for row_id, received, endpoint, key_digest, count, messages in cursor.fetchall()
-        ]
+        found = cursor.fetchall()
+    requests: list[ClaimedRequest] = []
+    for row_id, received, endpoint, key_digest, count, messages, parts in found:
+        row = ClaimedRequest(
+            row_id,
+            received,
+            endpoint,
+            key_digest,
+            count,
+            None if messages is None else json.loads(messages),
+        )
+        requests.extend(_requests_of(row, None if parts is None else json.loads(parts)))
+    return requests
 
 
 def accepted_requests_drain(*, limit: int) -> DrainResult:
@@ -541,8 +592,9 @@ def _key_drop(row: ClaimedRequest, key: IngestionKey | None) -> DroppedRequest |
     return None
 
 
-def _row_id(row: ClaimedRequest) -> int:
-    return row.id
+def _row_id(row: ClaimedRequest) -> tuple[int, int]:
+    """Where a request's messages are in the store: the order they were accepted in."""
+    return row.id, row.places[0]
 
 
 def _bigint_array(ids: Sequence[int]) -> str:
