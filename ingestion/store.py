@@ -75,14 +75,29 @@ def _unix_micros(moment: datetime) -> int:
     return round(moment.timestamp() * 1_000_000)
 
 
+# A row takes no more requests once it holds this many messages (a full Segment batch): a row is
+# claimed whole, so a drain's batch stays near INGESTION_DRAIN_BATCH, and PostgreSQL's limit on
+# one jsonb value stays far away.
+ROW_MESSAGES = 2_500
+
+
 def _grouped_rows(entries: Sequence[Entry]) -> list[tuple]:
-    """One row per ingestion key, in the order the keys first appear; a key's requests keep
-    their order, so its messages are applied in the order they were accepted."""
-    by_key: dict[str, list[Entry]] = {}
+    """A row per ingestion key (another once a row holds ROW_MESSAGES messages), in the order
+    the rows were begun; a key's requests keep their order, so its messages are applied in the
+    order they were accepted."""
+    groups: list[list[Entry]] = []
+    open_group: dict[str, tuple[list[Entry], int]] = {}  # per key: its last group, its messages
     for entry in entries:
-        by_key.setdefault(entry[1].key_digest, []).append(entry)
+        key_digest, count = entry[1].key_digest, len(entry[1].messages)
+        group, held = open_group.get(key_digest, (None, 0))
+        if group is None or held + count > ROW_MESSAGES:
+            group, held = [], 0
+            groups.append(group)
+        group.append(entry)
+        open_group[key_digest] = (group, held + count)
     rows = []
-    for key_digest, group in by_key.items():
+    for group in groups:
+        key_digest = group[0][1].key_digest
         if len(group) == 1:
             received_at, accepted = group[0]
             text = messages_json(accepted.messages)

@@ -12,7 +12,7 @@ from engagement.models import Event, User
 from ingestion import core
 from ingestion.core import Accepted
 from ingestion.models import AcceptedRequest, DroppedRequest
-from ingestion.store import backlog_refresh, store_accepted_batch
+from ingestion.store import ROW_MESSAGES, backlog_refresh, store_accepted_batch
 
 pytestmark = pytest.mark.postgresql  # rows are grouped in the PostgreSQL (COPY) write
 
@@ -58,6 +58,20 @@ def test_one_write_stores_a_row_per_key_and_counts_every_request(acme, globex):
     assert acme_row.requests == [["v2/track", micros[0], 1], ["v2/identify", micros[1], 1]]
     assert (globex_row.request_count, globex_row.requests) == (1, None)
     assert backlog_refresh() == 3
+
+
+def test_a_row_takes_no_more_requests_once_it_holds_a_full_batch(acme, drain):
+    half_batch = [track(f"usr_{n}") for n in range(ROW_MESSAGES // 2)]
+    store_accepted_batch(
+        [entry(acme.key.digest, *half_batch, endpoint="v1/batch") for _ in range(3)], kick=False
+    )
+
+    assert list(AcceptedRequest.objects.order_by("id").values_list("request_count", flat=True)) == [
+        2,
+        1,
+    ]
+    assert drain() == 3
+    assert Event.objects.count() == 3 * len(half_batch)
 
 
 def test_every_request_of_a_row_is_applied(acme, drain):
