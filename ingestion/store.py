@@ -20,6 +20,7 @@ from django.db.models import Sum
 
 from ingestion.core import Accepted, RequestError, messages_json
 from ingestion.models import AcceptedRequest
+from ingestion.pg_copy import copy_rows
 
 logger = logging.getLogger(__name__)
 
@@ -123,16 +124,7 @@ def _grouped_rows(entries: Sequence[Entry]) -> list[tuple]:
 
 def _copy_rows(entries: Sequence[Entry]) -> None:
     """PostgreSQL: every row in one COPY, the cheapest write per row there is."""
-    table = connection.ops.quote_name(AcceptedRequest._meta.db_table)
-    statement = f"COPY {table} ({', '.join(_COLUMNS)}) FROM STDIN"  # noqa: S608 - fixed names
-    # The raw psycopg cursor's errors are translated into Django's, like any other query's.
-    with (
-        connection.cursor() as cursor,
-        connection.wrap_database_errors,
-        cursor.cursor.copy(statement) as copy,
-    ):
-        for row in _grouped_rows(entries):
-            copy.write_row(row)
+    copy_rows(AcceptedRequest, _COLUMNS, _grouped_rows(entries))
 
 
 def _insert_rows(entries: Sequence[Entry]) -> None:

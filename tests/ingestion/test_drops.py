@@ -132,3 +132,10 @@ def test_a_drop_keeps_the_exact_time_its_request_was_accepted(acme, post_json, d
     accepted_at = AcceptedRequest.objects.get().received_at
     drain()
     assert DroppedRequest.objects.get().received_at == accepted_at  # to the microsecond
+
+
+def test_a_drop_is_dated_when_the_worker_made_it(acme, post_json, drain):
+    post_json("/v2/track", {"userId": "u1", "event": "A"}, auth="Basic not-a-key-of-anyone")
+    before = timezone.now()
+    drain()
+    assert before <= DroppedRequest.objects.get().dropped_at <= timezone.now()
