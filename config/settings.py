@@ -208,8 +208,10 @@ INGESTION_DRAIN_BATCH = env_int(
     "INGESTION_DRAIN_BATCH", 40_000 if _database_url else 10_000, minimum=1
 )
 INGESTION_DROP_RETENTION_DAYS = env_int("INGESTION_DROP_RETENTION_DAYS", 30, minimum=1)
-# A repeated Segment `messageId` is applied once if it comes within this many days.
-INGESTION_DEDUP_DAYS = env_int("INGESTION_DEDUP_DAYS", 7, minimum=1)
+# A repeated Segment `messageId` is applied once if it comes within this many days. One, as
+# Segment's own (about 24 hours): the dedup table holds every id of the window, and its size,
+# not the events', is what slows the worker as it grows (docs/scaling.md).
+INGESTION_DEDUP_DAYS = env_int("INGESTION_DEDUP_DAYS", 1, minimum=1)
 # A client `sentAt` further than this from our clock is clock skew and corrected; nearer is
 # network delay and left alone.
 INGESTION_CLOCK_SKEW_SECONDS = env_int("INGESTION_CLOCK_SKEW_SECONDS", 5, minimum=0)
