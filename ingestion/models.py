@@ -56,7 +56,8 @@ class AcceptedRequest(models.Model):
     endpoint = models.CharField(max_length=32)
     key_digest = models.CharField(max_length=64)
     messages = models.JSONField()
-    # A database default too: rows written by COPY without the column (one request) get 1.
+    # len(requests), or 1: kept as a column so the backlog and a claim count requests without
+    # reading any JSON. A database default too, so a COPY without the column stores one request.
     request_count = models.PositiveIntegerField(default=1, db_default=1)
     # Null for one request; for several, one [endpoint, received at in Unix microseconds,
     # message count] each, in the order of `messages`, so a drop is still recorded per request.

@@ -314,8 +314,8 @@ class ClaimedRequest:
     `received` is the time it was accepted, or on PostgreSQL that time in Unix microseconds:
     only a drop or a revoked key needs it as a datetime, so most rows never convert it.
     `messages` is None on PostgreSQL for a row without drop markers: its messages are applied
-    where they are stored (see _apply_in_database). `places`: the first and last place of its
-    messages in the row's (from 1).
+    where they are stored (see _apply_in_database). `places`: where its messages are among the
+    row's, the first and the last, counted from 1.
     """
 
     id: int
