@@ -1,9 +1,10 @@
 """The ASGI front door of ingestion: POSTs to the ingestion paths, without a web framework.
 
 Production runs it under uvicorn (see docs/scaling.md). It answers exactly as the DRF views do:
-both feed the raw request to `ingestion.core.accept` and store what it accepted through
-`ingestion.store`, here by way of the group-commit writer; a 202 is sent only after the commit.
-Everything else (other methods on these paths, the admin, the read API, /healthz) goes to Django.
+both hand the request to the rules of `ingestion.acceptance` and store what they accepted through
+`ingestion.store`, here by way of the group-commit writer; a 2xx is sent only after the commit.
+Everything else goes to Django: other methods and paths, the admin, the read API, /healthz, and
+a request whose Host Django would refuse (so Django answers it, as it does on the other door).
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ingestion import core
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+from ingestion import acceptance
+from ingestion.acceptance import http
 from ingestion.views import ingestion_limits  # one definition of the limits for both doors
 from ingestion.writer import GroupCommitWriter
 
@@ -26,28 +31,18 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:  # ASGI servers lower-case header names
-            return value.decode("latin-1")
-    return None
-
-
-def _declared_length(scope: Scope) -> int:
-    try:
-        return int(_header(scope, b"content-length") or 0)
-    except ValueError:
-        return 0
+class _Disconnected(Exception):
+    """The client went away before its body arrived whole."""
 
 
 async def _read_body(receive: Receive, cap: int) -> bytes:
-    """The body, or its first `cap` bytes when longer (enough for the core to answer 413)."""
+    """The whole body, or its first `cap` bytes when longer (enough to answer 413)."""
     chunks: list[bytes] = []
     size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            break
+            raise _Disconnected
         chunk = message.get("body", b"")
         chunks.append(chunk)
         size += len(chunk)
@@ -56,7 +51,48 @@ async def _read_body(receive: Receive, cap: int) -> bytes:
     return b"".join(chunks)[:cap]
 
 
-async def _respond(send: Send, status: int, body: dict | None, retry_after: int | None = None):
+def _host_allowed(headers: dict[str, str]) -> bool:
+    """What Django's `request.get_host()` checks, for a request with a Host header and no
+    X-Forwarded-Host in use; anything else goes to Django to decide."""
+    host = headers.get("host")
+    if host is None or settings.USE_X_FORWARDED_HOST:
+        return False
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed)
+
+
+def security_headers(scheme: str) -> list[tuple[bytes, bytes]]:
+    """The headers Django's SecurityMiddleware and XFrameOptionsMiddleware add to the other
+    door's answers, from the same settings."""
+    headers = []
+    if settings.SECURE_HSTS_SECONDS and scheme == "https":
+        value = f"max-age={settings.SECURE_HSTS_SECONDS}"
+        if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS:
+            value += "; includeSubDomains"
+        if settings.SECURE_HSTS_PRELOAD:
+            value += "; preload"
+        headers.append((b"strict-transport-security", value.encode()))
+    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
+        headers.append((b"x-content-type-options", b"nosniff"))
+    if settings.SECURE_REFERRER_POLICY:
+        policy = settings.SECURE_REFERRER_POLICY
+        if not isinstance(policy, str):
+            policy = ",".join(policy)
+        headers.append((b"referrer-policy", policy.encode()))
+    if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
+        headers.append(
+            (b"cross-origin-opener-policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY.encode())
+        )
+    headers.append((b"x-frame-options", getattr(settings, "X_FRAME_OPTIONS", "DENY").encode()))
+    return headers
+
+
+async def _respond(
+    send: Send, scope: Scope, status: int, body: dict | None, retry_after: int | None = None
+) -> None:
     headers = [(b"content-length", b"0")]
     payload = b""
     if body is not None:
@@ -68,6 +104,7 @@ async def _respond(send: Send, status: int, body: dict | None, retry_after: int 
         ]
     if retry_after is not None:
         headers.append((b"retry-after", str(retry_after).encode("ascii")))
+    headers.extend(security_headers(scope.get("scheme", "http")))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 
@@ -81,38 +118,46 @@ class IngestionFrontDoor:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
-            endpoint_name = scope["path"].strip("/")
-            if endpoint_name in core.ENDPOINTS:
-                await self.ingest(endpoint_name, scope, receive, send)
-                return
+            endpoint_name = http.endpoint_for_path(scope["path"])
+            if endpoint_name is not None:
+                headers = http.joined_headers(
+                    (name.decode("latin-1"), value.decode("latin-1"))
+                    for name, value in scope["headers"]
+                )
+                if _host_allowed(headers):
+                    await self.ingest(endpoint_name, scope, headers, receive, send)
+                    return
         if scope["type"] == "lifespan":
             await self.lifespan(receive, send)
             return
         await self.fallback(scope, receive, send)
 
-    async def ingest(self, endpoint_name: str, scope: Scope, receive: Receive, send: Send):
+    async def ingest(
+        self, endpoint_name: str, scope: Scope, headers: dict[str, str], receive: Receive, send
+    ) -> None:
         received_at = datetime.now(UTC)
         limits = ingestion_limits()
+        limit = acceptance.body_limit(endpoint_name, limits)
+        target = len(scope.get("raw_path") or scope["path"].encode()) + len(scope["query_string"])
         try:
-            # Like the DRF view: a declared length past the limit is refused unread.
-            limit = core.body_limit(endpoint_name, limits)
-            if _declared_length(scope) > limit:
-                raise core.too_large(limit)
+            http.check_head(headers, target + (1 if scope["query_string"] else 0), limit)
             raw = await _read_body(receive, limit + 1)  # one byte over is enough for a 413
-            outcome = core.accept(
+            outcome = acceptance.accept(
                 endpoint_name,
                 raw,
-                authorization=_header(scope, b"authorization"),
-                content_encoding=_header(scope, b"content-encoding"),
+                authorization=headers.get("authorization"),
+                content_encoding=headers.get("content-encoding"),
                 now_ms=int(time.time() * 1000),
                 limits=limits,
             )
             if outcome.accepted:
                 await self.writer.store([(received_at, accepted) for accepted in outcome.accepted])
-        except core.RequestError as error:
-            await _respond(send, error.status, error.body(), error.retry_after)
+        except _Disconnected:
+            return  # nothing stored, and nobody to answer
+        except acceptance.RequestError as error:
+            await _respond(send, scope, error.status, error.body(), error.retry_after)
             return
-        await _respond(send, outcome.status, outcome.body)
+        await _respond(send, scope, outcome.status, outcome.body)
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
         """Django has no lifespan support; this flushes the writer when the server stops."""

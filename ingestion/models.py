@@ -7,7 +7,7 @@ import uuid
 from django.db import models
 
 from engagement.models import Product
-from ingestion.core import digest_key
+from ingestion.acceptance import digest_key
 
 
 def generate_ingestion_key() -> str:

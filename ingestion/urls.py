@@ -1,6 +1,6 @@
 from django.urls import re_path
 
-from ingestion.core import ENDPOINTS
+from ingestion.acceptance import ENDPOINTS
 from ingestion.views import ingestion_view
 
 urlpatterns = [

@@ -1,31 +1,67 @@
-"""The DRF front door of ingestion: raw bytes to the acceptance core, then 202 or an error."""
+"""The DRF front door of ingestion: the request to the rules of `ingestion.acceptance`, then 2xx
+or an error. Django's routing, host check and security middleware wrap it; the ASGI door
+(`ingestion.asgi`) does the same for its requests."""
 
 import time
 
 from django.conf import settings
+from django.http import HttpRequest
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ingestion import core
+from ingestion import acceptance
+from ingestion.acceptance import http
 from ingestion.store import store_accepted
 
 
-def ingestion_limits() -> core.Limits:
-    return core.Limits(
+def ingestion_limits() -> acceptance.Limits:
+    return acceptance.Limits(
         single=settings.INGESTION_MAX_BODY_BYTES,
         batch=settings.INGESTION_MAX_BATCH_BYTES,
         clock_skew_ms=settings.INGESTION_CLOCK_SKEW_SECONDS * 1000,
     )
 
 
-def error_response(error: core.RequestError) -> Response:
+def error_response(error: acceptance.RequestError) -> Response:
     response = Response(error.body(), status=error.status)
     if error.retry_after is not None:
         response["Retry-After"] = str(error.retry_after)
     return response
+
+
+def _headers(request: HttpRequest) -> dict[str, str]:
+    """The request's header fields as the rules take them (see `http.joined_headers`): the WSGI
+    server already joined repeated fields with ","."""
+    headers = {}
+    for name, value in request.META.items():
+        if name.startswith("HTTP_"):
+            headers[name[5:].replace("_", "-").lower()] = value
+        elif name in ("CONTENT_TYPE", "CONTENT_LENGTH") and value:
+            headers[name.replace("_", "-").lower()] = value
+    return headers
+
+
+def _body(request: HttpRequest, headers: dict[str, str], cap: int) -> bytes:
+    """The whole body, or its first `cap` bytes when longer; `http.incomplete()` when it ended
+    early. A chunked body has no Content-Length, so Django sees none of it: it is read from the
+    server's input stream, which gunicorn ends where the body ends."""
+    declared = http.declared_length(headers)
+    if declared is not None:
+        body = request.body
+        if len(body) < declared:
+            raise http.incomplete()
+        return body
+    if "chunked" in headers.get("transfer-encoding", "").lower() and request.META.get(
+        "wsgi.input_terminated"
+    ):
+        try:
+            return request.META["wsgi.input"].read(cap)
+        except Exception as exc:  # the server's own error for a chunk cut short or malformed
+            raise http.incomplete() from exc
+    return request.body
 
 
 class IngestionView(APIView):
@@ -35,12 +71,6 @@ class IngestionView(APIView):
     authentication_classes: list = []
     permission_classes: list = []
     parser_classes: list = []
-
-    def _content_too_large(self, request: Request, limit: int) -> bool:
-        try:
-            return int(request.META.get("CONTENT_LENGTH") or 0) > limit
-        except ValueError:
-            return False
 
     @extend_schema(
         request={"application/json": {"type": "object"}},
@@ -57,21 +87,22 @@ class IngestionView(APIView):
     def accept(self, request: Request) -> Response:
         received_at = timezone.now()
         limits = ingestion_limits()
+        headers = _headers(request)
         try:
-            limit = core.body_limit(self.endpoint_name, limits)
-            if self._content_too_large(request, limit):
-                raise core.too_large(limit)
-            outcome = core.accept(
+            limit = acceptance.body_limit(self.endpoint_name, limits)
+            target = request.META.get("RAW_URI") or request.get_full_path()
+            http.check_head(headers, len(target.encode("latin-1", "replace")), limit)
+            outcome = acceptance.accept(
                 self.endpoint_name,
-                request.body,
-                authorization=request.META.get("HTTP_AUTHORIZATION"),
-                content_encoding=request.META.get("HTTP_CONTENT_ENCODING"),
+                _body(request, headers, limit + 1),
+                authorization=headers.get("authorization"),
+                content_encoding=headers.get("content-encoding"),
                 now_ms=int(time.time() * 1000),
                 limits=limits,
             )
             if outcome.accepted:
                 store_accepted(outcome.accepted, received_at=received_at)
-        except core.RequestError as error:
+        except acceptance.RequestError as error:
             return error_response(error)
         return Response(outcome.body, status=outcome.status)
 
@@ -115,11 +146,11 @@ class SegmentMessageView(IngestionView):
         return self.accept(request)
 
 
-_VIEW_BY_KIND = {core.BATCH: SegmentBatchView, core.SEGMENT: SegmentMessageView}
+_VIEW_BY_KIND = {acceptance.BATCH: SegmentBatchView, acceptance.SEGMENT: SegmentMessageView}
 
 
 def ingestion_view(endpoint_name: str):
     name = endpoint_name.replace("/", "_").title().replace("_", "")
-    base = _VIEW_BY_KIND.get(core.ENDPOINTS[endpoint_name].kind, IngestionView)
+    base = _VIEW_BY_KIND.get(acceptance.ENDPOINTS[endpoint_name].takes, IngestionView)
     view_class = type(f"{name}View", (base,), {"endpoint_name": endpoint_name})
     return view_class.as_view()

@@ -29,7 +29,7 @@ from django.db import (
     connection,
 )
 
-from ingestion.core import RequestError
+from ingestion.acceptance import RequestError
 from ingestion.store import Entry, backlog_refresh, kick_worker, store_accepted_batch
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import connection
 
 from ingestion import writer as writer_module
-from ingestion.core import Accepted, RequestError
+from ingestion.acceptance import Accepted, RequestError
 from ingestion.models import AcceptedRequest
 from ingestion.writer import GroupCommitWriter
 from tests.ingestion.frontdoors import database_url_of_tests, free_port

@@ -5,7 +5,8 @@ from datetime import UTC, datetime
 import pytest
 
 from engagement.models import Event
-from ingestion import core
+from ingestion import acceptance
+from ingestion.acceptance.fields import Clock
 from ingestion.models import DroppedRequest
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
@@ -20,9 +21,7 @@ def iso(ms: int) -> str:
 
 
 def corrected(message: dict, *, batch_sent_at: int | None = None) -> dict:
-    return core.segment_message(
-        message, now_ms=NOW, batch_sent_at=batch_sent_at, clock_skew_ms=SKEW
-    )
+    return acceptance.segment_message(message, Clock(NOW, SKEW), True, batch_sent_at=batch_sent_at)
 
 
 def test_without_sent_at_the_timestamp_is_kept():
@@ -97,7 +96,7 @@ def test_a_corrected_time_more_than_24_hours_ahead_is_a_drop():
 
 
 def test_an_unparseable_sent_at_is_a_field_error():
-    with pytest.raises(core.RequestError) as caught:
+    with pytest.raises(acceptance.RequestError) as caught:
         corrected(track("u", "E", timestamp=iso(NOW), sentAt="soon"))
 
     assert list(caught.value.fields) == ["sentAt"]

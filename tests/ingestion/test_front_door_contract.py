@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ingestion.core import digest_key
+from ingestion.acceptance import digest_key
 from ingestion.models import AcceptedRequest
 from ingestion.store import backlog_forget
 from tests.ingestion.frontdoors import (

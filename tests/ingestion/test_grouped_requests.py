@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from engagement import services as engagement_services
 from engagement.models import Event, User
-from ingestion import core
-from ingestion.core import Accepted
+from ingestion import acceptance
+from ingestion.acceptance import Accepted
 from ingestion.models import AcceptedRequest, DroppedRequest
 from ingestion.store import ROW_MESSAGES, backlog_refresh, store_accepted_batch
 
@@ -150,7 +150,7 @@ def test_a_request_that_cannot_be_applied_is_dropped_alone(acme, drain, monkeypa
 
 
 def test_items_left_out_of_a_batch_keep_their_place_in_it(acme, drain):
-    left_out = core.drop_marker(core.DROP_UNSUPPORTED_TYPE, "alias is not supported", index=1)
+    left_out = acceptance.drop_marker(acceptance.DROP_UNSUPPORTED_TYPE, "alias is not supported", index=1)
     store_accepted_batch(
         [
             entry(acme.key.digest, track("usr_ann")),

@@ -9,7 +9,7 @@ import zlib
 import pytest
 
 from engagement.models import Event
-from ingestion import core
+from ingestion import acceptance
 from ingestion.models import AcceptedRequest
 from tests.ingestion.segment_support import gzipped, segment_auth, track
 
@@ -94,8 +94,8 @@ def test_a_bomb_is_never_expanded_into_memory():
 
     tracemalloc.start()
     try:
-        with pytest.raises(core.RequestError) as caught:
-            core.read_body(bomb, "gzip", limit)
+        with pytest.raises(acceptance.RequestError) as caught:
+            acceptance.read_body(bomb, "gzip", limit)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -106,8 +106,8 @@ def test_a_bomb_is_never_expanded_into_memory():
 
 def test_a_bomb_split_over_several_gzip_members_is_stopped_too():
     member = gzip_bomb(200 * 1024 * 1024)
-    with pytest.raises(core.RequestError) as caught:
-        core.read_body(member + member, "gzip", 1024 * 1024)
+    with pytest.raises(acceptance.RequestError) as caught:
+        acceptance.read_body(member + member, "gzip", 1024 * 1024)
     assert caught.value.status == 413
 
 
@@ -115,8 +115,8 @@ def test_a_bomb_above_the_raw_limit_is_refused_before_any_gunzip():
     bomb = gzip_bomb(200 * 1024 * 1024) * 3  # ~600 KiB of gzip expanding to 600 MiB
     assert len(bomb) > 512 * 1024
 
-    with pytest.raises(core.RequestError) as caught:
-        core.read_body(bomb, "gzip", 512 * 1024)
+    with pytest.raises(acceptance.RequestError) as caught:
+        acceptance.read_body(bomb, "gzip", 512 * 1024)
 
     assert caught.value.status == 413
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from ingestion import writer as writer_module
-from ingestion.core import Accepted
+from ingestion.acceptance import Accepted
 from ingestion.models import AcceptedRequest
 from ingestion.writer import GroupCommitWriter
 

@@ -1,0 +1,171 @@
+"""The rules for one field's value: identifiers, traits, times. Each is written once here, and
+every endpoint and both doors use it; a value that passes is one the worker and the database
+take (see docs/ingestion.md, "What is accepted")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from ingestion.acceptance.body import messages_json
+from ingestion.acceptance.errors import FieldErrors
+
+MAX_ID_LENGTH = 255
+MAX_FUTURE_MS = 24 * 60 * 60 * 1000
+EARLIEST_MS = 0  # 1970-01-01T00:00:00Z: no product's data is older
+MAX_TRAITS_DEPTH = 32  # the traits object itself is the first level
+MAX_TRAIT_NAME_LENGTH = 255
+MAX_TRAITS_BYTES = 32 * 1024  # of one message's traits, as JSON
+
+
+def string_problem(text: str) -> str | None:
+    """Why a string cannot be stored as it is (PostgreSQL's text and jsonb refuse NUL characters
+    and lone surrogates), or None."""
+    if "\x00" in text:
+        return "Must not contain NUL (\\u0000) characters."
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "Must be valid Unicode (no lone surrogate escapes)."
+    return None
+
+
+def identifier_problem(value: object, scan_strings: bool) -> str | None:
+    """Why `value` (present) is not an identifier: a string of 1 to 255 characters, not blank."""
+    if value.__class__ is not str:
+        return "Must be a string."
+    if not value or value.isspace():  # type: ignore[union-attr]
+        return "Must not be empty."
+    if len(value) > MAX_ID_LENGTH:  # type: ignore[arg-type]
+        return f"Must be at most {MAX_ID_LENGTH} characters."
+    return string_problem(value) if scan_strings else None  # type: ignore[arg-type]
+
+
+def identifier(
+    data: Mapping, name: str, errors: FieldErrors, scan_strings: bool, *, required: bool
+) -> str | None:
+    value = data.get(name)
+    if value is None:
+        if required:
+            errors.add(name, "This field is required.")
+        return None
+    if problem := identifier_problem(value, scan_strings):
+        errors.add(name, problem)
+        return None
+    return value  # type: ignore[return-value]
+
+
+def traits_problem(traits: dict, scan_strings: bool) -> str | None:
+    """Why a traits object cannot be stored and merged as it is, or None. One walk, without
+    recursion (a body may nest deeper than Python recurses)."""
+    pending: list[tuple[object, int]] = [(traits, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > MAX_TRAITS_DEPTH:
+            return f"Must nest at most {MAX_TRAITS_DEPTH} levels deep."
+        if value.__class__ is dict:
+            for name in value:  # type: ignore[attr-defined]
+                if len(name) > MAX_TRAIT_NAME_LENGTH:
+                    return f"Trait names must be at most {MAX_TRAIT_NAME_LENGTH} characters."
+                if scan_strings and (problem := string_problem(name)):
+                    return problem
+            children = value.values()  # type: ignore[attr-defined]
+        else:
+            children = value  # a list
+        for child in children:
+            cls = child.__class__
+            if cls is dict or cls is list:
+                pending.append((child, depth + 1))
+            elif cls is str and scan_strings and (problem := string_problem(child)):
+                return problem
+    if len(messages_json(traits)) > MAX_TRAITS_BYTES:  # type: ignore[arg-type]
+        return f"Must be at most {MAX_TRAITS_BYTES // 1024} KiB as JSON."
+    return None
+
+
+def traits(data: Mapping, name: str, errors: FieldErrors, scan_strings: bool) -> dict | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if value.__class__ is not dict:
+        errors.add(name, "Must be a JSON object.")
+        return None
+    if problem := traits_problem(value, scan_strings):
+        errors.add(name, problem)
+        return None
+    return value
+
+
+# --- Times -----------------------------------------------------------------------------------
+
+
+def parse_timestamp_ms(value: object) -> int:
+    """ISO 8601 (an offset or Z; none means UTC) or Unix milliseconds, as Unix milliseconds;
+    ValueError (or OverflowError) for anything else."""
+    cls = value.__class__
+    if cls is int:
+        return value  # type: ignore[return-value]
+    if cls is float:
+        return int(value)  # type: ignore[call-overload]  # finite: both JSON readers see to it
+    if cls is not str:
+        raise ValueError("not a string or a number")
+    text = value.strip()  # type: ignore[attr-defined]
+    if text.lstrip("-").isdigit():
+        return int(text)
+    parsed = datetime.fromisoformat(text.replace("z", "Z"))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return int(parsed.timestamp() * 1000)
+
+
+class Clock:
+    """The times of one request: now, the clock-skew allowance, and the times read so far (the
+    messages of a batch often repeat them)."""
+
+    __slots__ = ("now_ms", "skew_ms", "_read")
+
+    def __init__(self, now_ms: int, skew_ms: int) -> None:
+        self.now_ms = now_ms
+        self.skew_ms = skew_ms
+        self._read: dict[object, int] = {}
+
+    def read(self, data: Mapping, name: str, errors: FieldErrors) -> int | None:
+        """A time field as Unix ms, None when absent; a field error when it is not a time."""
+        value = data.get(name)
+        if value is None:
+            return None
+        if value.__class__ is str:
+            ms = self._read.get(value)
+            if ms is not None:
+                return ms
+        try:
+            ms = parse_timestamp_ms(value)
+        except (ValueError, OverflowError):
+            errors.add(name, "Must be an ISO 8601 date-time or Unix milliseconds.")
+            return None
+        if value.__class__ is str:
+            self._read[value] = ms
+        return ms
+
+    def corrected(self, timestamp: int | None, sent_at: int | None, forwarded: bool) -> int:
+        """The message time, corrected for client clock skew as Segment does:
+        timestamp = receivedAt - (sentAt - timestamp). Only a gap beyond the allowance counts
+        as skew, so network delay does not shift times. A message a pipeline forwards
+        (`receivedAt` set: Segment, RudderStack) was corrected there and is taken as is."""
+        if timestamp is None:
+            return self.now_ms
+        if sent_at is None or forwarded:
+            return timestamp
+        if abs(self.now_ms - sent_at) > self.skew_ms:
+            return self.now_ms - (sent_at - timestamp)
+        return timestamp
+
+    def too_early(self, ms: int) -> bool:
+        return ms < EARLIEST_MS
+
+    def too_late(self, ms: int) -> bool:
+        return ms > self.now_ms + MAX_FUTURE_MS
+
+
+TOO_EARLY = "Must not be before 1970-01-01T00:00:00Z (after clock-skew correction)."
+TOO_LATE = "Must not be more than 24 hours in the future."

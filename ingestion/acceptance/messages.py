@@ -1,0 +1,197 @@
+"""One message's fields to what the store keeps: a v1/v2 call, or a Segment-spec message.
+
+A kept message is a small dict of the keys below only, never properties or context:
+`{"type", "timestamp", "userId"?, "groupId"?, "event"?, "traits"?, "messageId"?}`. A Segment
+message that is well formed but that the service does not use (an unsupported type, a time too far
+ahead) becomes a drop marker, which carries no payload: the worker, which knows the product,
+records it as a drop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from ingestion.acceptance import fields
+from ingestion.acceptance.errors import FieldErrors, RequestError
+from ingestion.acceptance.fields import Clock
+
+SEGMENT_TYPES = frozenset({"identify", "group", "track", "page", "screen"})
+DROP = "drop"
+DROP_UNSUPPORTED_TYPE = "unsupported_type"
+DROP_TIMESTAMP_IN_FUTURE = "timestamp_in_future"
+DROP_INVALID_MESSAGE = "invalid_message"
+
+# The names of the id fields: v2 and Segment messages in camelCase, v1 in snake_case.
+V2_NAMES = MappingProxyType({"userId": "userId", "groupId": "groupId"})
+V1_NAMES = MappingProxyType({"userId": "user_id", "groupId": "group_id"})
+
+
+def drop_marker(reason: str, detail: str, *, index: int | None = None) -> dict:
+    marker: dict = {"type": DROP, "reason": reason, "detail": detail[:500]}
+    if index is not None:
+        marker["index"] = index
+    return marker
+
+
+def is_drop(message: Mapping) -> bool:
+    return message.get("type") == DROP
+
+
+def _kept(kind: str, ts: int, **values: object) -> dict:
+    message = {"type": kind, "timestamp": ts}
+    message.update({key: value for key, value in values.items() if value is not None})
+    return message
+
+
+def _account_of_event(data: Mapping, names: Mapping[str, str], errors: FieldErrors, scan: bool):
+    """The account an event belongs to: `context.groupId`, else the top-level group id."""
+    context = data.get("context")
+    if context is not None:
+        if context.__class__ is not dict:
+            errors.add("context", "Must be a JSON object.")
+            return None
+        value = context.get("groupId")
+        if value is not None:
+            if problem := fields.identifier_problem(value, scan):
+                errors.add("context.groupId", problem)
+                return None
+            return value
+    return fields.identifier(data, names["groupId"], errors, scan, required=False)
+
+
+def _time_checked(ms: int, clock: Clock, errors: FieldErrors) -> int:
+    if clock.too_early(ms):
+        errors.add("timestamp", fields.TOO_EARLY)
+    elif clock.too_late(ms):
+        errors.add("timestamp", fields.TOO_LATE)
+    return ms
+
+
+# --- v1 and v2 calls -------------------------------------------------------------------------
+
+
+def identify(data: Mapping, clock: Clock, names: Mapping[str, str], scan: bool) -> dict:
+    errors = FieldErrors()
+    user_id = fields.identifier(data, names["userId"], errors, scan, required=True)
+    group_id = fields.identifier(data, names["groupId"], errors, scan, required=False)
+    traits = fields.traits(data, "traits", errors, scan)
+    ts = clock.read(data, "timestamp", errors)
+    ts = clock.now_ms if ts is None else _time_checked(ts, clock, errors)
+    errors.raise_if_any()
+    return _kept("identify", ts, userId=user_id, groupId=group_id, traits=traits)
+
+
+def group(data: Mapping, clock: Clock, names: Mapping[str, str], scan: bool) -> dict:
+    errors = FieldErrors()
+    group_id = fields.identifier(data, names["groupId"], errors, scan, required=True)
+    user_id = fields.identifier(data, names["userId"], errors, scan, required=False)
+    traits = fields.traits(data, "traits", errors, scan)
+    ts = clock.read(data, "timestamp", errors)
+    ts = clock.now_ms if ts is None else _time_checked(ts, clock, errors)
+    errors.raise_if_any()
+    return _kept("group", ts, groupId=group_id, userId=user_id, traits=traits)
+
+
+def track(data: Mapping, clock: Clock, names: Mapping[str, str], scan: bool) -> dict:
+    errors = FieldErrors()
+    user_id = fields.identifier(data, names["userId"], errors, scan, required=True)
+    event = fields.identifier(data, "event", errors, scan, required=True)
+    group_id = _account_of_event(data, names, errors, scan)
+    ts = clock.read(data, "timestamp", errors)
+    ts = clock.now_ms if ts is None else _time_checked(ts, clock, errors)
+    errors.raise_if_any()
+    return _kept("track", ts, userId=user_id, event=event, groupId=group_id)
+
+
+CallRule = Callable[[Mapping, Clock, Mapping[str, str], bool], dict]
+
+
+# --- Segment-spec messages -------------------------------------------------------------------
+
+
+def _page_event(kind: str, data: Mapping, errors: FieldErrors, scan: bool) -> str | None:
+    """Page and screen calls become events `Viewed <name> Page` / `Viewed <name> Screen`."""
+    suffix = "Page" if kind == "page" else "Screen"
+    name = data.get("name")
+    if name is None or (name.__class__ is str and not name.strip()):
+        return f"Viewed {suffix}"
+    if name.__class__ is not str:
+        errors.add("name", "Must be a string.")
+        return None
+    if scan and (problem := fields.string_problem(name)):
+        errors.add("name", problem)
+        return None
+    event = f"Viewed {name.strip()} {suffix}"
+    if len(event) > fields.MAX_ID_LENGTH:
+        errors.add("name", f"Must be at most {fields.MAX_ID_LENGTH - len(suffix) - 8} characters.")
+        return None
+    return event
+
+
+def _identify_traits(data: Mapping, errors: FieldErrors, scan: bool) -> dict | None:
+    """Identify traits: top-level `traits`, else `context.traits` (where RudderStack's SDKs put
+    them)."""
+    if data.get("traits") is not None:
+        return fields.traits(data, "traits", errors, scan)
+    context = data.get("context")
+    if context.__class__ is dict and context.get("traits").__class__ is dict:
+        if problem := fields.traits_problem(context["traits"], scan):
+            errors.add("context.traits", problem)
+            return None
+        return context["traits"]
+    return None
+
+
+def segment_message(
+    data: object, clock: Clock, scan: bool, *, batch_sent_at: int | None = None
+) -> dict:
+    """One Segment-spec message as the service keeps it (the shape of a v2 call, plus
+    `messageId`), or a drop marker; raise `RequestError` for a message that breaks the field
+    rules. Every other Segment field is left behind."""
+    if not isinstance(data, dict):
+        raise RequestError(400, "invalid_message", "Each message must be a JSON object.")
+    errors = FieldErrors()
+    kind = data.get("type")
+    if kind.__class__ is not str or not kind.strip():
+        errors.add("type", "This field is required: identify, group, track, page or screen.")
+        errors.raise_if_any()
+    kind = kind.strip().lower()
+    if kind not in SEGMENT_TYPES:
+        return drop_marker(DROP_UNSUPPORTED_TYPE, f"Message type {kind[:40]!r} is not supported.")
+    message_id = fields.identifier(data, "messageId", errors, scan, required=False)
+    # Both times must be right, whichever one the correction uses.
+    timestamp = clock.read(data, "timestamp", errors)
+    sent_at = clock.read(data, "sentAt", errors)
+    forwarded = data.get("receivedAt") is not None
+    ts = clock.corrected(timestamp, batch_sent_at if sent_at is None else sent_at, forwarded)
+    if clock.too_early(ts):
+        errors.add("timestamp", fields.TOO_EARLY)
+    if kind == "identify":
+        values = {
+            "userId": fields.identifier(data, "userId", errors, scan, required=True),
+            "groupId": fields.identifier(data, "groupId", errors, scan, required=False),
+            "traits": _identify_traits(data, errors, scan),
+        }
+    elif kind == "group":
+        values = {
+            "groupId": fields.identifier(data, "groupId", errors, scan, required=True),
+            "userId": fields.identifier(data, "userId", errors, scan, required=False),
+            "traits": fields.traits(data, "traits", errors, scan),
+        }
+    else:
+        user_id = fields.identifier(data, "userId", errors, scan, required=True)
+        if kind == "track":
+            event = fields.identifier(data, "event", errors, scan, required=True)
+        else:
+            event = _page_event(kind, data, errors, scan)
+        group_id = _account_of_event(data, V2_NAMES, errors, scan)
+        values = {"userId": user_id, "event": event, "groupId": group_id}
+        kind = "track"
+    errors.raise_if_any()
+    if clock.too_late(ts):
+        return drop_marker(
+            DROP_TIMESTAMP_IN_FUTURE,
+            "The message time (after clock-skew correction) is more than 24 hours ahead.",
+        )
+    return _kept(kind, ts, **values, messageId=message_id)
