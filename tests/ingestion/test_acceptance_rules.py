@@ -1,0 +1,211 @@
+"""The acceptance rules on their own (no server, no database): what is accepted is what the worker
+and the database take. Each case here was accepted before and then lost by the worker, or
+answered 500, or differed between the doors (issue 15)."""
+
+import json
+
+import pytest
+
+from ingestion import acceptance
+from ingestion.acceptance import keys
+from ingestion.acceptance.fields import MAX_TRAITS_DEPTH
+from tests.ingestion.segment_support import segment_auth
+
+NOW = 1_750_000_000_000
+MINUTE = 60_000
+LIMITS = acceptance.Limits(single=32 * 1024, batch=512 * 1024)
+AUTH = segment_auth("acme-key")
+YEAR_1 = "0001-01-01T00:00:00Z"  # .NET's DateTime.MinValue: an unset date field
+
+
+def iso(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat()
+
+
+def accept(endpoint: str, body, *, authorization: str | None = AUTH) -> acceptance.Outcome:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return acceptance.accept(
+        endpoint,
+        raw,
+        authorization=authorization,
+        content_encoding=None,
+        now_ms=NOW,
+        limits=LIMITS,
+    )
+
+
+def refused(endpoint: str, body, **kwargs) -> acceptance.RequestError:
+    with pytest.raises(acceptance.RequestError) as caught:
+        accept(endpoint, body, **kwargs)
+    return caught.value
+
+
+def nested(depth: int) -> dict:
+    """A traits object `depth` levels deep, the traits object itself the first."""
+    traits: dict = {"leaf": 1}
+    for _ in range(depth - 1):
+        traits = {"n": traits}
+    return traits
+
+
+def nested_text(depth: int) -> str:
+    return '{"n": ' * (depth - 1) + '{"leaf": 1}' + "}" * (depth - 1)
+
+
+def track(**extra) -> dict:
+    return {"type": "track", "userId": "usr_ann", "event": "Report_Created", **extra}
+
+
+# --- Times: 1970-01-01 to 24 h ahead, after clock-skew correction ----------------------------
+
+
+def test_a_year_1_item_with_a_far_future_sent_at_is_rejected_alone_in_its_batch():
+    batch = {
+        "batch": [track(), track(timestamp=YEAR_1, sentAt="2999-01-01T00:00:00Z")],
+        "sentAt": iso(NOW),
+    }
+
+    outcome = accept("v1/batch", batch)
+
+    assert outcome.status == 200
+    assert [(r["index"], r["code"]) for r in outcome.body["rejected"]] == [(1, "invalid_fields")]
+    assert "1970" in outcome.body["rejected"][0]["fields"]["timestamp"][0]
+    kept = outcome.accepted[0].messages
+    assert [m["type"] for m in kept] == ["track", "drop"]
+
+
+def test_a_year_1_identify_sent_a_minute_ahead_is_a_400_at_the_segment_endpoint():
+    message = {
+        "type": "identify",
+        "userId": "usr_ann",
+        "timestamp": YEAR_1,
+        "sentAt": iso(NOW + MINUTE),
+    }
+
+    error = refused("segment", message)
+
+    assert (error.status, list(error.fields)) == (400, ["timestamp"])
+
+
+@pytest.mark.parametrize("endpoint", ["v2/track", "v1/events"])
+def test_a_call_before_1970_is_a_400(endpoint):
+    body = {"userId": "usr_ann", "user_id": "usr_ann", "event": "E", "timestamp": -1}
+    body["api_key"] = "acme-key"
+
+    error = refused(endpoint, body, authorization="Basic acme-key")
+
+    assert error.fields == {"timestamp": [acceptance.fields.TOO_EARLY]}
+
+
+def test_the_first_millisecond_of_1970_is_accepted():
+    outcome = accept("v2/track", {"userId": "u", "event": "E", "timestamp": 0})
+
+    assert outcome.accepted[0].messages[0]["timestamp"] == 0
+
+
+# --- Traits: 32 levels, 32 KiB, names of 255 characters, storable strings ---------------------
+
+
+@pytest.mark.parametrize("endpoint", ["v2/identify", "v2/group"])
+def test_traits_nest_at_most_32_levels(endpoint):
+    body = {"userId": "u", "groupId": "g", "traits": nested(MAX_TRAITS_DEPTH)}
+    assert accept(endpoint, body).accepted
+
+    body["traits"] = nested(MAX_TRAITS_DEPTH + 1)
+    error = refused(endpoint, body)
+    assert error.fields == {"traits": ["Must nest at most 32 levels deep."]}
+
+
+@pytest.mark.parametrize("depth", [33, 500, 950, 979])
+def test_a_deep_identify_in_a_batch_is_rejected_and_its_neighbours_kept(depth):
+    good = [json.dumps(track(messageId=f"m-{i}")) for i in range(50)]
+    # Written out by hand: json.dumps itself recurses too deeply for the deepest of these.
+    deep = '{"type": "identify", "userId": "usr_ann", "traits": ' + nested_text(depth) + "}"
+    raw = '{"batch": [' + ", ".join([*good[:25], deep, *good[25:]]) + "]}"
+    outcome = accept("v1/batch", raw.encode())
+
+    assert [r["index"] for r in outcome.body["rejected"]] == [25]
+    kept = outcome.accepted[0].messages
+    assert sum(m["type"] == "track" for m in kept) == 50
+
+
+def test_rudderstack_context_traits_are_held_to_the_same_rules():
+    message = {"type": "identify", "userId": "u", "context": {"traits": nested(40)}}
+
+    assert list(refused("segment", message).fields) == ["context.traits"]
+
+
+def test_traits_larger_than_32_kib_are_refused():
+    body = {"userId": "u", "traits": {f"t{i}": "x" * 1000 for i in range(40)}}
+
+    error = accept("v1/batch", {"batch": [{"type": "identify", **body}]}).body["rejected"][0]
+
+    assert error["fields"] == {"traits": ["Must be at most 32 KiB as JSON."]}
+
+
+def test_a_trait_name_longer_than_255_characters_is_refused():
+    error = refused("v2/identify", {"userId": "u", "traits": {"n" * 256: 1}})
+
+    assert "255" in error.fields["traits"][0]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"userId": "u", "traits": {"a": "nul\\u0000"}}',
+        b'{"userId": "u", "traits": {"nul\\u0000": 1}}',
+        b'{"userId": "u", "traits": {"a": ["\\ud800"]}}',
+    ],
+)
+def test_strings_the_database_refuses_are_refused_anywhere_in_traits(raw):
+    assert list(refused("v2/identify", raw).fields) == ["traits"]
+
+
+def test_an_integer_beyond_64_bits_is_kept_exactly():
+    raw = b'{"userId": "u", "traits": {"seats": 12345678901234567890123, "small": 1.5}}'
+
+    message = accept("v2/identify", raw).accepted[0].messages[0]
+
+    assert message["traits"] == {"seats": 12345678901234567890123, "small": 1.5}
+    assert "12345678901234567890123" in acceptance.messages_json([message])
+
+
+# --- Bodies nested deeper than Python recurses -----------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [941, 947, 980, 1100])
+def test_a_deep_body_is_a_clear_400_never_an_error_of_ours(depth):
+    # A lone surrogate sends the body to Python's json, whose depth depends on the caller's stack.
+    raw = (
+        b'{"userId": "u", "event": "E", "x": "\\ud800", "p": '
+        + b'{"a": ' * depth
+        + b"1"
+        + b"}" * depth
+        + b"}"
+    )
+
+    error = refused("v2/track", raw)
+
+    assert (error.status, error.message) == (400, "The request body is nested too deeply.")
+
+
+# --- Keys ------------------------------------------------------------------------------------
+
+
+def test_two_authorization_headers_as_a_server_joins_them_are_a_400():
+    error = refused("v2/track", {"userId": "u", "event": "E"}, authorization="Basic a,Basic b")
+
+    assert (error.status, error.message) == (400, "Send one Authorization header, not several.")
+
+
+def test_the_key_digest_cache_keeps_no_long_header():
+    keys._header_digests.clear()
+    huge = "Basic " + "k" * 1_000_000
+
+    for _ in range(3):
+        keys.digest_from_basic_header(huge + str(_))
+    keys.digest_from_basic_header("Basic short-key")
+
+    assert list(keys._header_digests) == ["Basic short-key"]
