@@ -1,9 +1,9 @@
-"""Acceptance-core micro-benchmark (issue 6, target 2): CPU cost per message of `core.accept`.
+"""Acceptance micro-benchmark (issue 6, target 2): CPU cost per message of `acceptance.accept`.
 
-    .venv/bin/python bench/bench_core.py                      # the project's ingestion/core.py
-    .venv/bin/python bench/bench_core.py --against OTHER.py   # and another core, side by side
+    .venv/bin/python bench/bench_core.py                      # the project's ingestion/acceptance
+    .venv/bin/python bench/bench_core.py --against OTHER.py   # and an older core.py, side by side
 
-No server, no database: only the framework-free acceptance core (read, parse, authenticate,
+No server, no database: only the framework-free acceptance rules (read, parse, authenticate,
 validate, strip) on one core of this machine. Bodies:
 - /v1/batch with 100 and with 2,500 messages shaped as segment-analytics-python sends them
   (tracks, pages and identifies with context, properties, integrations, messageId), plain and gzip;
@@ -40,9 +40,9 @@ AUTHORIZATION = "Basic YmVuY2gtY29yZS1rZXk6"  # base64("bench-core-key:")
 
 def load_core(path: Path | None) -> ModuleType:
     if path is None:
-        from ingestion import core
+        from ingestion import acceptance
 
-        return core
+        return acceptance
     spec = importlib.util.spec_from_file_location(f"core_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
@@ -143,7 +143,9 @@ def cases() -> list[tuple[str, str, bytes, str | None, int]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--against", type=Path, help="another core.py to time beside this one")
+    parser.add_argument(
+        "--against", type=Path, help="an older acceptance module (a file: ingestion/core.py)"
+    )
     args = parser.parse_args()
     cores = [("us/msg", load_core(None))]
     if args.against:

@@ -44,7 +44,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ingestion import core  # noqa: E402  (framework-free: no Django setup needed)
+from ingestion import acceptance  # noqa: E402  (framework-free: no Django setup needed)
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 BIN = ROOT / ".venv" / "bin"
@@ -993,7 +993,7 @@ def main() -> int:
                     stored=True,
                 )
             )
-            if "v1/batch" in core.ENDPOINTS:
+            if "v1/batch" in acceptance.ENDPOINTS:
                 batch = lua_script("/v1/batch", batch_body(100), key)
                 run = Run(
                     "ASGI door, /v1/batch x100, durable", uvicorn_setup, messages_per_request=100

@@ -4,8 +4,9 @@
 
 Uses its own PostgreSQL database (BENCH_SEGMENT_DATABASE_URL, default eds_bench_seg on
 127.0.0.1), created and migrated here. Measures, on this machine:
-- the acceptance core (`ingestion.core.accept`) on a 2,500-item batch as segment-analytics-python
-  sends it, plain and gzip-encoded: batches/s and items/s (CPU only, no storage);
+- the acceptance rules (`ingestion.acceptance.accept`) on a 2,500-item batch as
+  segment-analytics-python sends it, plain and gzip-encoded: batches/s and items/s (CPU only,
+  no storage);
 - draining a backlog of such batches (one stored row per batch) with `accepted_requests_drain`:
   messages applied per second with unique messageIds, then the same backlog posted again
   (every message a repeat), then single v2 calls without messageId for comparison.
@@ -86,13 +87,13 @@ def main() -> int:
 
     from engagement.models import Event, Product
     from engagement.services import product_create
-    from ingestion import core
+    from ingestion import acceptance
     from ingestion.models import AcceptedRequest, SeenMessage
     from ingestion.services import accepted_requests_drain, ingestion_key_create
     from ingestion.store import store_accepted
 
     rows: list[tuple[str, str, str]] = []
-    limits = core.Limits(single=32 * 1024, batch=512 * 1024)
+    limits = acceptance.Limits(single=32 * 1024, batch=512 * 1024)
     body = sdk_batch()
     raw = json.dumps(body).encode()
     if len(raw) > limits.batch:
@@ -105,7 +106,7 @@ def main() -> int:
         runs = 20
         started = time.perf_counter()
         for _ in range(runs):
-            core.accept(
+            acceptance.accept(
                 "v1/batch",
                 payload,
                 authorization=None,
@@ -116,7 +117,7 @@ def main() -> int:
         per_batch = (time.perf_counter() - started) / runs
         rows.append(
             (
-                f"core.accept, {items:,}-item batch ({label}, {len(payload) // 1024} KiB)",
+                f"acceptance.accept, {items:,}-item batch ({label}, {len(payload) // 1024} KiB)",
                 f"{per_batch * 1000:.1f} ms/batch",
                 f"{items / per_batch:,.0f} items/s on one core",
             )
@@ -127,24 +128,24 @@ def main() -> int:
     product, _ = product_create(name=f"bench-segment-{uuid.uuid4().hex[:6]}")
     key = ingestion_key_create(product_id=product.id).key
 
-    def backlog_of_batches() -> list[core.Outcome]:
+    def backlog_of_batches() -> list[acceptance.Outcome]:
         outcomes = []
         for _ in range(BACKLOG_BATCHES):
             batch = sdk_batch()
             batch["writeKey"] = key
             outcomes.append(
-                core.accept(
+                acceptance.accept(
                     "v1/batch",
                     json.dumps(batch).encode(),
                     authorization=None,
                     content_encoding=None,
                     now_ms=int(time.time() * 1000),
-                    limits=core.Limits(single=32 * 1024, batch=2 * 1024 * 1024),
+                    limits=acceptance.Limits(single=32 * 1024, batch=2 * 1024 * 1024),
                 )
             )
         return outcomes
 
-    def store(outcomes: list[core.Outcome]) -> int:
+    def store(outcomes: list[acceptance.Outcome]) -> int:
         for outcome in outcomes:
             store_accepted(outcome.accepted, received_at=timezone.now())
         return sum(len(a.messages) for o in outcomes for a in o.accepted)
@@ -182,7 +183,7 @@ def main() -> int:
 
     started = time.perf_counter()
     for i in range(SINGLE_CALLS):
-        outcome = core.accept(
+        outcome = acceptance.accept(
             "v2/track",
             json.dumps({"userId": f"usr_{i % 500}", "event": "Login"}).encode(),
             authorization=f"Basic {key}",

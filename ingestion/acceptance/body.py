@@ -53,16 +53,23 @@ def read_body(raw: bytes, content_encoding: str | None, limit: int) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
-class Document:
+class Reading:
     """A body read as a JSON object. `scan_strings`: whether a string in it may hold what the
-    database refuses (NUL, a lone surrogate), so the string rule must look at every string."""
+    database refuses (NUL, a lone surrogate), so the string rule must look at every string.
+    `exact`: read by Python's json, which reads an integer beyond 64 bits as the integer it is
+    (orjson reads it as a float; the traits rule asks for an exact reading when it meets one)."""
 
     data: dict
     scan_strings: bool
+    exact: bool
+
+
+class InexactReading(Exception):
+    """A value kept as sent may be an integer orjson read as a float: read the body again with
+    `parse_json_object(body, exact=True)`."""
 
 
 _NUL_ESCAPE = b"\\u0000"
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
 def _reject_constant(name: str) -> None:
@@ -94,19 +101,18 @@ def _depth(body: bytes) -> int:
     return deepest
 
 
-def parse_json_object(body: bytes) -> Document:
+def parse_json_object(body: bytes, *, exact: bool = False) -> Reading:
     """The body as a JSON object, or a 400.
 
-    orjson reads it first, several times faster than Python's json. Python's json reads what
-    orjson refuses: a byte order mark and lone surrogate escapes (the string rule then names the
-    field that holds one), and refuses the rest (NaN, Infinity, numbers beyond a double). It also
-    reads a body that may hold an integer beyond 64 bits, which orjson would read as a float:
-    such an integer has at least 19 digits in a row."""
+    orjson reads it first, several times faster than Python's json, unless `exact` is asked for.
+    Python's json reads what orjson refuses: a byte order mark and lone surrogate escapes (the
+    string rule then names the field that holds one), and refuses the rest (NaN, Infinity,
+    numbers beyond a double)."""
     if not body.strip():
         raise RequestError(400, "invalid_json", "The request body is empty; send a JSON object.")
     try:
-        if _LONG_DIGITS.search(body):
-            raise orjson.JSONDecodeError("may hold an integer beyond 64 bits", "", 0)
+        if exact:
+            raise orjson.JSONDecodeError("an exact reading is asked for", "", 0)
         data = orjson.loads(body)
         scan_strings = _NUL_ESCAPE in body  # orjson refuses lone surrogates itself
     except orjson.JSONDecodeError:
@@ -122,10 +128,10 @@ def parse_json_object(body: bytes) -> Document:
             raise RequestError(
                 400, "invalid_json", "The request body is nested too deeply."
             ) from exc
-        scan_strings = True
+        scan_strings = exact = True
     if data.__class__ is not dict:
         raise RequestError(400, "invalid_body", "The request body must be a JSON object.")
-    return Document(data, scan_strings)
+    return Reading(data, scan_strings, exact)
 
 
 def messages_json(messages: list[dict]) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ingestion.acceptance import messages
-from ingestion.acceptance.body import parse_json_object, read_body
+from ingestion.acceptance.body import InexactReading, Reading, parse_json_object, read_body
 from ingestion.acceptance.errors import FieldErrors, RequestError
 from ingestion.acceptance.fields import Clock
 from ingestion.acceptance.keys import (
@@ -95,34 +95,52 @@ def accept(
 ) -> Outcome:
     """The one entry point of every door: validate a request to `endpoint_name` (a key of
     ENDPOINTS) and say what to store and how to answer; raise `RequestError` otherwise."""
-    endpoint = ENDPOINTS[endpoint_name]
+    request = (ENDPOINTS[endpoint_name], raw, authorization, content_encoding, now_ms, limits)
+    try:
+        return _accept(*request, exact=False)
+    except InexactReading:  # rare: a trait holds a number at least 2^63
+        return _accept(*request, exact=True)
+
+
+def _accept(
+    endpoint: Endpoint,
+    raw: bytes,
+    authorization: str | None,
+    content_encoding: str | None,
+    now_ms: int,
+    limits: Limits,
+    *,
+    exact: bool,
+) -> Outcome:
     clock = Clock(now_ms, limits.clock_skew_ms)
     if endpoint.takes == CALL:
         if not endpoint.key_in_body:  # a bad key is answered before a bad body
             digest = digest_from_basic_header(authorization)
-        document = parse_json_object(read_body(raw, content_encoding, limits.single))
+        body = read_body(raw, content_encoding, limits.single)
+        reading = parse_json_object(body, exact=exact)
         if endpoint.key_in_body:
-            digest = digest_key(key_from_body(document.data))
+            digest = digest_key(key_from_body(reading.data))
         assert endpoint.rule is not None
-        message = endpoint.rule(document.data, clock, endpoint.names, document.scan_strings)
+        message = endpoint.rule(reading.data, clock, endpoint.names, reading)
         return Outcome([Accepted(endpoint.name, digest, [message])])
 
     limit = limits.batch if endpoint.takes == BATCH else limits.single
-    document = parse_json_object(read_body(raw, content_encoding, limit))
-    digest = segment_key_digest(document.data, authorization)
+    reading = parse_json_object(read_body(raw, content_encoding, limit), exact=exact)
+    digest = segment_key_digest(reading.data, authorization)
     if endpoint.takes == SEGMENT:
-        message = messages.segment_message(document.data, clock, document.scan_strings)
+        message = messages.segment_message(reading.data, clock, reading)
         return Outcome([Accepted(endpoint.name, digest, [message])])
-    return _batch(endpoint.name, digest, document.data, clock, document.scan_strings, limits)
+    return _batch(endpoint.name, digest, clock, reading, limits)
 
 
 def _batch(
-    endpoint_name: str, digest: str, data: dict, clock: Clock, scan: bool, limits: Limits
+    endpoint_name: str, digest: str, clock: Clock, reading: Reading, limits: Limits
 ) -> Outcome:
     """POST /v1/batch (and /v1/import): `{"batch": [...], "sentAt": ...}`. Answers 200
     `{"success": true}` because Segment-family SDKs treat anything else as failure; items that
     break the rules are left out, listed in `rejected` and recorded as drops. All items go into
     one stored request, so the whole batch is one write; nothing is stored for an empty one."""
+    data = reading.data
     items = data.get("batch")
     if items.__class__ is not list:
         problem = "This field is required." if items is None else "Must be a list of messages."
@@ -146,7 +164,7 @@ def _batch(
     rejected: list[dict] = []
     for index, item in enumerate(items):
         try:
-            message = messages.segment_message(item, clock, scan, batch_sent_at=batch_sent_at)
+            message = messages.segment_message(item, clock, reading, batch_sent_at=batch_sent_at)
         except RequestError as error:
             rejection: dict = {"index": index, "code": error.code, "message": error.message}
             if error.fields:

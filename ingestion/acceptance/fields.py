@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from ingestion.acceptance.body import messages_json
+from ingestion.acceptance.body import InexactReading, Reading, messages_json
 from ingestion.acceptance.errors import FieldErrors
 
 MAX_ID_LENGTH = 255
@@ -16,6 +16,7 @@ EARLIEST_MS = 0  # 1970-01-01T00:00:00Z: no product's data is older
 MAX_TRAITS_DEPTH = 32  # the traits object itself is the first level
 MAX_TRAIT_NAME_LENGTH = 255
 MAX_TRAITS_BYTES = 32 * 1024  # of one message's traits, as JSON
+_INEXACT = 2.0**63  # orjson reads an integer literal beyond 64 bits as a float at least this large
 
 
 def string_problem(text: str) -> str | None:
@@ -30,7 +31,7 @@ def string_problem(text: str) -> str | None:
     return None
 
 
-def identifier_problem(value: object, scan_strings: bool) -> str | None:
+def identifier_problem(value: object, reading: Reading) -> str | None:
     """Why `value` (present) is not an identifier: a string of 1 to 255 characters, not blank."""
     if value.__class__ is not str:
         return "Must be a string."
@@ -38,26 +39,28 @@ def identifier_problem(value: object, scan_strings: bool) -> str | None:
         return "Must not be empty."
     if len(value) > MAX_ID_LENGTH:  # type: ignore[arg-type]
         return f"Must be at most {MAX_ID_LENGTH} characters."
-    return string_problem(value) if scan_strings else None  # type: ignore[arg-type]
+    return string_problem(value) if reading.scan_strings else None  # type: ignore[arg-type]
 
 
 def identifier(
-    data: Mapping, name: str, errors: FieldErrors, scan_strings: bool, *, required: bool
+    data: Mapping, name: str, errors: FieldErrors, reading: Reading, required: bool
 ) -> str | None:
     value = data.get(name)
     if value is None:
         if required:
             errors.add(name, "This field is required.")
         return None
-    if problem := identifier_problem(value, scan_strings):
+    if problem := identifier_problem(value, reading):
         errors.add(name, problem)
         return None
     return value  # type: ignore[return-value]
 
 
-def traits_problem(traits: dict, scan_strings: bool) -> str | None:
+def traits_problem(traits: dict, reading: Reading) -> str | None:
     """Why a traits object cannot be stored and merged as it is, or None. One walk, without
-    recursion (a body may nest deeper than Python recurses)."""
+    recursion (a body may nest deeper than Python recurses). Raises `InexactReading` at a number
+    orjson may have read inexactly."""
+    scan_strings = reading.scan_strings
     pending: list[tuple[object, int]] = [(traits, 1)]
     while pending:
         value, depth = pending.pop()
@@ -76,21 +79,24 @@ def traits_problem(traits: dict, scan_strings: bool) -> str | None:
             cls = child.__class__
             if cls is dict or cls is list:
                 pending.append((child, depth + 1))
-            elif cls is str and scan_strings and (problem := string_problem(child)):
-                return problem
+            elif cls is str:
+                if scan_strings and (problem := string_problem(child)):
+                    return problem
+            elif cls is float and not reading.exact and not -_INEXACT < child < _INEXACT:
+                raise InexactReading
     if len(messages_json(traits)) > MAX_TRAITS_BYTES:  # type: ignore[arg-type]
         return f"Must be at most {MAX_TRAITS_BYTES // 1024} KiB as JSON."
     return None
 
 
-def traits(data: Mapping, name: str, errors: FieldErrors, scan_strings: bool) -> dict | None:
+def traits(data: Mapping, name: str, errors: FieldErrors, reading: Reading) -> dict | None:
     value = data.get(name)
     if value is None:
         return None
     if value.__class__ is not dict:
         errors.add(name, "Must be a JSON object.")
         return None
-    if problem := traits_problem(value, scan_strings):
+    if problem := traits_problem(value, reading):
         errors.add(name, problem)
         return None
     return value
@@ -109,6 +115,15 @@ def parse_timestamp_ms(value: object) -> int:
         return int(value)  # type: ignore[call-overload]  # finite: both JSON readers see to it
     if cls is not str:
         raise ValueError("not a string or a number")
+    if value[4:5] == "-":  # type: ignore[index]  # ISO 8601 as SDKs send it: read as it is
+        try:
+            parsed = datetime.fromisoformat(value)  # type: ignore[arg-type]
+        except ValueError:
+            parsed = None
+        if parsed is not None:
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=UTC)
+            return int(parsed.timestamp() * 1000)
     text = value.strip()  # type: ignore[attr-defined]
     if text.lstrip("-").isdigit():
         return int(text)

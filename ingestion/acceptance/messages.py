@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from ingestion.acceptance import fields
+from ingestion.acceptance.body import Reading
 from ingestion.acceptance.errors import FieldErrors, RequestError
 from ingestion.acceptance.fields import Clock
 
@@ -38,13 +39,17 @@ def is_drop(message: Mapping) -> bool:
     return message.get("type") == DROP
 
 
-def _kept(kind: str, ts: int, **values: object) -> dict:
+def _kept(kind: str, ts: int, *values: tuple[str, object]) -> dict:
     message = {"type": kind, "timestamp": ts}
-    message.update({key: value for key, value in values.items() if value is not None})
+    for key, value in values:
+        if value is not None:
+            message[key] = value
     return message
 
 
-def _account_of_event(data: Mapping, names: Mapping[str, str], errors: FieldErrors, scan: bool):
+def _account_of_event(
+    data: Mapping, names: Mapping[str, str], errors: FieldErrors, reading: Reading
+):
     """The account an event belongs to: `context.groupId`, else the top-level group id."""
     context = data.get("context")
     if context is not None:
@@ -53,11 +58,11 @@ def _account_of_event(data: Mapping, names: Mapping[str, str], errors: FieldErro
             return None
         value = context.get("groupId")
         if value is not None:
-            if problem := fields.identifier_problem(value, scan):
+            if problem := fields.identifier_problem(value, reading):
                 errors.add("context.groupId", problem)
                 return None
             return value
-    return fields.identifier(data, names["groupId"], errors, scan, required=False)
+    return fields.identifier(data, names["groupId"], errors, reading, False)
 
 
 def _time_checked(ms: int, clock: Clock, errors: FieldErrors) -> int:
@@ -71,37 +76,37 @@ def _time_checked(ms: int, clock: Clock, errors: FieldErrors) -> int:
 # --- v1 and v2 calls -------------------------------------------------------------------------
 
 
-def identify(data: Mapping, clock: Clock, names: Mapping[str, str], scan: bool) -> dict:
+def identify(data: Mapping, clock: Clock, names: Mapping[str, str], reading: Reading) -> dict:
     errors = FieldErrors()
-    user_id = fields.identifier(data, names["userId"], errors, scan, required=True)
-    group_id = fields.identifier(data, names["groupId"], errors, scan, required=False)
-    traits = fields.traits(data, "traits", errors, scan)
+    user_id = fields.identifier(data, names["userId"], errors, reading, True)
+    group_id = fields.identifier(data, names["groupId"], errors, reading, False)
+    traits = fields.traits(data, "traits", errors, reading)
     ts = clock.read(data, "timestamp", errors)
     ts = clock.now_ms if ts is None else _time_checked(ts, clock, errors)
     errors.raise_if_any()
-    return _kept("identify", ts, userId=user_id, groupId=group_id, traits=traits)
+    return _kept("identify", ts, ("userId", user_id), ("groupId", group_id), ("traits", traits))
 
 
-def group(data: Mapping, clock: Clock, names: Mapping[str, str], scan: bool) -> dict:
+def group(data: Mapping, clock: Clock, names: Mapping[str, str], reading: Reading) -> dict:
     errors = FieldErrors()
-    group_id = fields.identifier(data, names["groupId"], errors, scan, required=True)
-    user_id = fields.identifier(data, names["userId"], errors, scan, required=False)
-    traits = fields.traits(data, "traits", errors, scan)
+    group_id = fields.identifier(data, names["groupId"], errors, reading, True)
+    user_id = fields.identifier(data, names["userId"], errors, reading, False)
+    traits = fields.traits(data, "traits", errors, reading)
     ts = clock.read(data, "timestamp", errors)
     ts = clock.now_ms if ts is None else _time_checked(ts, clock, errors)
     errors.raise_if_any()
-    return _kept("group", ts, groupId=group_id, userId=user_id, traits=traits)
+    return _kept("group", ts, ("groupId", group_id), ("userId", user_id), ("traits", traits))
 
 
-def track(data: Mapping, clock: Clock, names: Mapping[str, str], scan: bool) -> dict:
+def track(data: Mapping, clock: Clock, names: Mapping[str, str], reading: Reading) -> dict:
     errors = FieldErrors()
-    user_id = fields.identifier(data, names["userId"], errors, scan, required=True)
-    event = fields.identifier(data, "event", errors, scan, required=True)
-    group_id = _account_of_event(data, names, errors, scan)
+    user_id = fields.identifier(data, names["userId"], errors, reading, True)
+    event = fields.identifier(data, "event", errors, reading, True)
+    group_id = _account_of_event(data, names, errors, reading)
     ts = clock.read(data, "timestamp", errors)
     ts = clock.now_ms if ts is None else _time_checked(ts, clock, errors)
     errors.raise_if_any()
-    return _kept("track", ts, userId=user_id, event=event, groupId=group_id)
+    return _kept("track", ts, ("userId", user_id), ("event", event), ("groupId", group_id))
 
 
 CallRule = Callable[[Mapping, Clock, Mapping[str, str], bool], dict]
@@ -110,7 +115,7 @@ CallRule = Callable[[Mapping, Clock, Mapping[str, str], bool], dict]
 # --- Segment-spec messages -------------------------------------------------------------------
 
 
-def _page_event(kind: str, data: Mapping, errors: FieldErrors, scan: bool) -> str | None:
+def _page_event(kind: str, data: Mapping, errors: FieldErrors, reading: Reading) -> str | None:
     """Page and screen calls become events `Viewed <name> Page` / `Viewed <name> Screen`."""
     suffix = "Page" if kind == "page" else "Screen"
     name = data.get("name")
@@ -119,7 +124,7 @@ def _page_event(kind: str, data: Mapping, errors: FieldErrors, scan: bool) -> st
     if name.__class__ is not str:
         errors.add("name", "Must be a string.")
         return None
-    if scan and (problem := fields.string_problem(name)):
+    if reading.scan_strings and (problem := fields.string_problem(name)):
         errors.add("name", problem)
         return None
     event = f"Viewed {name.strip()} {suffix}"
@@ -129,14 +134,14 @@ def _page_event(kind: str, data: Mapping, errors: FieldErrors, scan: bool) -> st
     return event
 
 
-def _identify_traits(data: Mapping, errors: FieldErrors, scan: bool) -> dict | None:
+def _identify_traits(data: Mapping, errors: FieldErrors, reading: Reading) -> dict | None:
     """Identify traits: top-level `traits`, else `context.traits` (where RudderStack's SDKs put
     them)."""
     if data.get("traits") is not None:
-        return fields.traits(data, "traits", errors, scan)
+        return fields.traits(data, "traits", errors, reading)
     context = data.get("context")
     if context.__class__ is dict and context.get("traits").__class__ is dict:
-        if problem := fields.traits_problem(context["traits"], scan):
+        if problem := fields.traits_problem(context["traits"], reading):
             errors.add("context.traits", problem)
             return None
         return context["traits"]
@@ -144,7 +149,7 @@ def _identify_traits(data: Mapping, errors: FieldErrors, scan: bool) -> dict | N
 
 
 def segment_message(
-    data: object, clock: Clock, scan: bool, *, batch_sent_at: int | None = None
+    data: object, clock: Clock, reading: Reading, *, batch_sent_at: int | None = None
 ) -> dict:
     """One Segment-spec message as the service keeps it (the shape of a v2 call, plus
     `messageId`), or a drop marker; raise `RequestError` for a message that breaks the field
@@ -153,13 +158,15 @@ def segment_message(
         raise RequestError(400, "invalid_message", "Each message must be a JSON object.")
     errors = FieldErrors()
     kind = data.get("type")
-    if kind.__class__ is not str or not kind.strip():
-        errors.add("type", "This field is required: identify, group, track, page or screen.")
-        errors.raise_if_any()
-    kind = kind.strip().lower()
-    if kind not in SEGMENT_TYPES:
-        return drop_marker(DROP_UNSUPPORTED_TYPE, f"Message type {kind[:40]!r} is not supported.")
-    message_id = fields.identifier(data, "messageId", errors, scan, required=False)
+    if kind not in SEGMENT_TYPES:  # else a type as SDKs send it: no need to normalise it
+        if kind.__class__ is not str or not kind.strip():
+            errors.add("type", "This field is required: identify, group, track, page or screen.")
+            errors.raise_if_any()
+        kind = kind.strip().lower()
+        if kind not in SEGMENT_TYPES:
+            detail = f"Message type {kind[:40]!r} is not supported."
+            return drop_marker(DROP_UNSUPPORTED_TYPE, detail)
+    message_id = fields.identifier(data, "messageId", errors, reading, False)
     # Both times must be right, whichever one the correction uses.
     timestamp = clock.read(data, "timestamp", errors)
     sent_at = clock.read(data, "sentAt", errors)
@@ -168,25 +175,25 @@ def segment_message(
     if clock.too_early(ts):
         errors.add("timestamp", fields.TOO_EARLY)
     if kind == "identify":
-        values = {
-            "userId": fields.identifier(data, "userId", errors, scan, required=True),
-            "groupId": fields.identifier(data, "groupId", errors, scan, required=False),
-            "traits": _identify_traits(data, errors, scan),
-        }
+        values: tuple = (
+            ("userId", fields.identifier(data, "userId", errors, reading, True)),
+            ("groupId", fields.identifier(data, "groupId", errors, reading, False)),
+            ("traits", _identify_traits(data, errors, reading)),
+        )
     elif kind == "group":
-        values = {
-            "groupId": fields.identifier(data, "groupId", errors, scan, required=True),
-            "userId": fields.identifier(data, "userId", errors, scan, required=False),
-            "traits": fields.traits(data, "traits", errors, scan),
-        }
+        values = (
+            ("groupId", fields.identifier(data, "groupId", errors, reading, True)),
+            ("userId", fields.identifier(data, "userId", errors, reading, False)),
+            ("traits", fields.traits(data, "traits", errors, reading)),
+        )
     else:
-        user_id = fields.identifier(data, "userId", errors, scan, required=True)
+        user_id = fields.identifier(data, "userId", errors, reading, True)
         if kind == "track":
-            event = fields.identifier(data, "event", errors, scan, required=True)
+            event = fields.identifier(data, "event", errors, reading, True)
         else:
-            event = _page_event(kind, data, errors, scan)
-        group_id = _account_of_event(data, V2_NAMES, errors, scan)
-        values = {"userId": user_id, "event": event, "groupId": group_id}
+            event = _page_event(kind, data, errors, reading)
+        group_id = _account_of_event(data, V2_NAMES, errors, reading)
+        values = (("userId", user_id), ("event", event), ("groupId", group_id))
         kind = "track"
     errors.raise_if_any()
     if clock.too_late(ts):
@@ -194,4 +201,4 @@ def segment_message(
             DROP_TIMESTAMP_IN_FUTURE,
             "The message time (after clock-skew correction) is more than 24 hours ahead.",
         )
-    return _kept(kind, ts, **values, messageId=message_id)
+    return _kept(kind, ts, *values, ("messageId", message_id))
