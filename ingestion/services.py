@@ -7,7 +7,7 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from engagement import services as engagement_services
 from engagement.services import Message
-from ingestion import core
+from ingestion import acceptance
 from ingestion.models import (
     AcceptedRequest,
     DroppedRequest,
@@ -64,7 +64,7 @@ def _drop(row: ClaimedRequest, reason: str, *, product_id: int | None, detail: s
 
 
 def _marker_drops(row: ClaimedRequest, product_id: int) -> list[DroppedRequest]:
-    """The items the acceptance core left out of a row (drop markers), as drops of one message.
+    """The items the acceptance rules left out of a row (drop markers), as drops of one message.
     (A row claimed without its messages has none.)"""
     if row.messages is None:
         return []
@@ -79,7 +79,7 @@ def _marker_drops(row: ClaimedRequest, product_id: int) -> list[DroppedRequest]:
             received_at=row.received_at,
         )
         for marker in row.messages
-        if core.is_drop(marker)
+        if acceptance.is_drop(marker)
     ]
 
 
@@ -123,21 +123,20 @@ def seen_messages_claim(*, product_id: int, message_ids: Sequence[str]) -> set[s
     return claimed
 
 
-def _unseen_messages(product_id: int, rows: Sequence[ClaimedRequest]) -> list[Message]:
-    """The rows' messages minus drop markers and repeats: a messageId seen earlier in these
-    rows, or in an earlier drain (claimed in this transaction, see seen_messages_claim)."""
+def _unseen_messages(product_id: int, messages: Iterable[dict]) -> list[Message]:
+    """These stored messages minus drop markers and repeats: a messageId seen earlier among
+    them, or in an earlier drain (claimed in this transaction, see seen_messages_claim)."""
     candidates: list[dict] = []
     ids: set[str] = set()
-    for row in rows:
-        for message in row.messages:
-            if core.is_drop(message):
+    for message in messages:
+        if acceptance.is_drop(message):
+            continue
+        message_id = message.get("messageId")
+        if message_id is not None:
+            if message_id in ids:
                 continue
-            message_id = message.get("messageId")
-            if message_id is not None:
-                if message_id in ids:
-                    continue
-                ids.add(message_id)
-            candidates.append(message)
+            ids.add(message_id)
+        candidates.append(message)
     claimed = seen_messages_claim(product_id=product_id, message_ids=list(ids))
     return [
         _to_domain(message)
@@ -217,7 +216,7 @@ def _apply_in_database(
     JSON to events and rollups in SQL; only identify and group messages, whose traits merge in
     Python, are loaded."""
     params = {
-        "drop": core.DROP,
+        "drop": acceptance.DROP,
         "product": product_id,
         "product_prefix": f"{product_id}:",
         "now": timezone.now(),
@@ -260,39 +259,160 @@ def _apply_in_database(
 
 
 def _apply_rows(
-    product_id: int, rows: Sequence[ClaimedRequest], claim: _Claim | None = None
+    product_id: int,
+    rows: Sequence[ClaimedRequest],
+    claim: _Claim | None = None,
+    tries: _Tries | None = None,
 ) -> list[DroppedRequest]:
     """Apply one product's rows (on PostgreSQL, with `claim`: every claimed row under the
-    claim's whole keys) together; if that fails, each half again, down to single rows, so one
-    bad row is dropped with its reason instead of holding the whole backlog back (and finding
-    it takes a few dozen tries in a batch of thousands, not one per row). The seen messageIds
-    are written in the same transaction as the effect, so a failure never marks an id seen
-    unapplied."""
+    claim's whole keys) together; if that fails, each half again, down to single requests, so
+    one bad request is found in a few dozen tries in a batch of thousands, not one per request;
+    then that request's messages (see _apply_messages_of), so a bad message is dropped alone,
+    not with the request it came in. The seen messageIds are written in the same transaction as
+    the effect, so a failure never marks an id seen unapplied. `tries`: what the drain has left
+    for searching requests for their bad messages."""
     try:
         with transaction.atomic():
             if connection.vendor == "postgresql":
                 _apply_in_database(product_id, rows, claim)
             else:
-                messages = _unseen_messages(product_id, rows)
-                engagement_services.messages_apply(product_id=product_id, messages=messages)
+                _apply_in_python(product_id, (m for row in rows for m in row.messages))
         return []
     except OperationalError:
         raise  # the database itself is in trouble: leave the rows for the next drain
-    except Exception:
+    except Exception as error:
         if claim is not None:  # now one by one: load them
             rows = _claimed_rows(claim.whole_keys)
+        tries = tries or _Tries()
         if len(rows) == 1:
-            logger.exception("dropping accepted request %s: it cannot be applied", rows[0].id)
-            return [
-                _drop(
-                    rows[0],
-                    DroppedRequest.Reason.APPLY_FAILED,
-                    product_id=product_id,
-                    detail="The request could not be applied; see the worker log.",
-                )
-            ]
+            return _apply_messages_of(_Search(rows[0], product_id, tries), error)
     middle = len(rows) // 2
-    return _apply_rows(product_id, rows[:middle]) + _apply_rows(product_id, rows[middle:])
+    return _apply_rows(product_id, rows[:middle], tries=tries) + _apply_rows(
+        product_id, rows[middle:], tries=tries
+    )
+
+
+def _apply_in_python(product_id: int, messages: Iterable[dict]) -> None:
+    """The generic route (SQLite's, and on PostgreSQL the one a failed request falls back to):
+    the messages loaded into Python, less drop markers and repeats, applied in one call."""
+    engagement_services.messages_apply(
+        product_id=product_id, messages=_unseen_messages(product_id, messages)
+    )
+
+
+# Tries (savepoints) one drain may spend searching requests that failed whole for their bad
+# messages. One bad message among 2,500 takes about 24 tries, a few tenths of a second; each
+# further one about 2 x log2(messages / bad ones). Without a bound, a bug that fails every
+# message would cost two tries a message (about 13 s for one full Segment batch on PostgreSQL,
+# minutes for a drain of them) with the drain's transaction open; past it, a part that fails is
+# dropped whole, as a request was before the search went down to messages.
+_DRAIN_MESSAGE_TRIES = 500
+
+
+@dataclass(slots=True)
+class _Tries:
+    """What a drain has left of _DRAIN_MESSAGE_TRIES."""
+
+    left: int = field(default_factory=lambda: _DRAIN_MESSAGE_TRIES)
+
+
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """The search of one request that failed whole for its bad messages."""
+
+    request: ClaimedRequest
+    product_id: int
+    tries: _Tries
+
+
+def _apply_messages_of(search: _Search, error: Exception) -> list[DroppedRequest]:
+    """A request that failed whole (with `error`): apply its messages through the generic route,
+    in halves, down to single messages (each try in a savepoint), so a message that cannot be
+    applied is dropped alone and the others are applied, in order. The failed try was the
+    generic route on SQLite, so the search starts at the halves there; on PostgreSQL it was the
+    SQL route, and the whole request is tried once more the generic way."""
+    request = search.request
+    messages = request.messages if request.messages is not None else _stored_messages(request)
+    # Each message with its place in the request (a batch's item index): drop markers keep
+    # theirs, so the indexes are the sender's.
+    items = [(index, m) for index, m in enumerate(messages) if not acceptance.is_drop(m)]
+    logger.warning(
+        "accepted request %s cannot be applied whole; applying its %s messages in parts",
+        request.id,
+        len(items),
+        exc_info=error,
+    )
+    return _apply_items(search, items, error if connection.vendor != "postgresql" else None)
+
+
+def _apply_items(
+    search: _Search, items: list[tuple[int, dict]], error: Exception | None
+) -> list[DroppedRequest]:
+    """Apply these messages of a request together, or with `error` (they just failed together)
+    in halves; a single message that fails is dropped. Once the drain is out of tries, a part
+    that fails is dropped whole (the parts not tried yet still get their one try each)."""
+    if not items:
+        return []
+    if error is None:
+        search.tries.left -= 1
+        try:
+            with transaction.atomic():
+                _apply_in_python(search.product_id, [message for _, message in items])
+            return []
+        except OperationalError:
+            raise  # the database itself is in trouble: leave the rows for the next drain
+        except Exception as failure:
+            error = failure
+    if len(items) == 1 or search.tries.left <= 0:
+        return [_items_drop(search, items, error)]
+    middle = len(items) // 2
+    return _apply_items(search, items[:middle], None) + _apply_items(search, items[middle:], None)
+
+
+def _stored_messages(request: ClaimedRequest) -> list:
+    """PostgreSQL: a claimed request's messages, read from its row (see ClaimedRequest)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT messages::text FROM ingestion_acceptedrequest WHERE id = %s", [request.id]
+        )
+        (text,) = cursor.fetchone()
+    first, last = request.places
+    return json.loads(text)[first - 1 : last]  # json, not orjson: see _claimed_rows
+
+
+def _items_drop(search: _Search, items: list[tuple[int, dict]], error: Exception) -> DroppedRequest:
+    """The drop of messages of a request that cannot be applied: one (its place in the request
+    as `item_index`), or a part the search ran out of tries in (`item_index` its first). The
+    request's endpoint and time; the detail names types, never a value from the messages."""
+    request, first, last = search.request, items[0][0], items[-1][0]
+    logger.error(
+        "dropping %s of accepted request %s: it cannot be applied",
+        f"item {first}" if len(items) == 1 else f"{len(items)} items from {first} to {last}",
+        request.id,
+        exc_info=error,
+    )
+    if len(items) == 1:
+        kind = items[0][1].get("type")
+        what = f"Item {first} ({kind[:20] if isinstance(kind, str) else 'message'})"
+        outcome = "it was dropped alone, not with its request"
+    else:
+        what = f"Items {first} to {last} ({len(items)} messages)"
+        outcome = (
+            "the search for the bad ones among them ran out of tries; the request's other "
+            "messages were applied"
+        )
+    return DroppedRequest(
+        product_id=search.product_id,
+        endpoint=request.endpoint,
+        reason=DroppedRequest.Reason.APPLY_FAILED,
+        detail=(
+            f"{what} of the request could not be applied ({type(error).__name__}); {outcome}. "
+            "See the worker log."
+        )[:500],
+        message_count=len(items),
+        item_index=first,
+        received_at=request.received_at,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,7 +527,7 @@ _CLAIMED_ROWS = """
                SELECT a.requests::text FROM ingestion_acceptedrequest a WHERE a.id = c.id) END
     FROM eds_claim c WHERE c.key_digest = ANY(%(digests)s::text[]) {only_with_drops}
     ORDER BY c.id"""
-_HOLDS_DROP_MARKERS = json.dumps([{"type": core.DROP}])
+_HOLDS_DROP_MARKERS = json.dumps([{"type": acceptance.DROP}])
 _CLAIM_CHUNK = 100
 
 
@@ -516,11 +636,13 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
         if not claim.requests:
             return DrainResult(0, 0)
         drops, work = _sort_claimed(claim)
+        tries = _Tries()
         for product_id, (rows, whole_keys) in sorted(work.items()):
             if whole_keys:
-                drops.extend(_apply_rows(product_id, [], replace(claim, whole_keys=whole_keys)))
+                whole = replace(claim, whole_keys=whole_keys)
+                drops.extend(_apply_rows(product_id, [], whole, tries))
             else:
-                drops.extend(_apply_rows(product_id, rows))
+                drops.extend(_apply_rows(product_id, rows, tries=tries))
         if drops:
             _drops_record(drops)
         _accepted_delete(claim)
@@ -530,7 +652,7 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
 def _sort_claimed(
     claim: _Claim,
 ) -> tuple[list[DroppedRequest], dict[int, tuple[list[ClaimedRequest], tuple[str, ...]]]]:
-    """The claim's drops (unknown or revoked keys, items the acceptance core left out), and per
+    """The claim's drops (unknown or revoked keys, items the acceptance rules left out), and per
     product what to apply: its rows, or the keys all of whose claimed rows it takes."""
     keys = {
         key.digest: key

@@ -59,11 +59,16 @@ def backlog_forget() -> None:
 
 
 def kick_worker() -> None:
-    """Ask a worker to drain now. Losing this message loses nothing: the sweep drains too."""
+    """Ask a worker to drain now. Losing this message loses nothing: the sweep drains too.
+
+    Called after the requests it is for are committed; the task carries the time it was queued
+    (this machine's clock), so a worker that has since drained the store skips it without a
+    query (see ingestion.tasks.drain_accepted_requests).
+    """
     from ingestion.tasks import drain_accepted_requests
 
     try:
-        drain_accepted_requests.apply_async(retry=False)
+        drain_accepted_requests.apply_async(kwargs={"queued_at": time.time()}, retry=False)
     except Exception:  # the broker being down must not fail a request that is already stored
         logger.warning("could not reach the broker; the periodic sweep will apply the backlog")
 

@@ -1,6 +1,7 @@
 """Celery tasks of ingestion: each calls a service."""
 
 import logging
+import time
 
 from celery import shared_task
 from django.conf import settings
@@ -11,30 +12,65 @@ logger = logging.getLogger(__name__)
 
 _DRAIN_SECONDS = 20.0
 
+# How much earlier than the start of this process's latest drain that caught up a drain task must
+# have been queued to be skipped. The task's time is the web machine's clock, the drain's the
+# worker's: a margin larger than the skew between them keeps a task queued after that drain
+# began from ever being skipped. Were the clocks further apart, such a request would wait for the
+# next task or the sweep (INGESTION_SWEEP_SECONDS), never be lost.
+QUEUED_BEFORE_MARGIN_SECONDS = 5.0
 
-@shared_task(acks_late=True, ignore_result=True)
-def drain_accepted_requests() -> int:
-    """Apply what is in the acceptance store; hand the rest on to a fresh task if time runs out."""
+# Per worker process: the wall-clock time the latest drain that caught up (its last batch ended
+# short of the limit, see accepted_requests_drain_for) began. Every request committed before
+# then was claimed by that drain, or by another worker's (rows it had locked were skipped).
+_caught_up_from = float("-inf")
+
+
+def _drain() -> tuple[services.DrainResult, bool]:
+    """Drain for up to _DRAIN_SECONDS; remember when, if the drain caught up, it began."""
+    global _caught_up_from
+    began = time.time()
     result, more = services.accepted_requests_drain_for(
         seconds=_DRAIN_SECONDS, batch=settings.INGESTION_DRAIN_BATCH
     )
+    if not more:
+        # Assigned, not raised to the larger: a clock stepped back corrects itself at once.
+        _caught_up_from = began
+    return result, more
+
+
+def _requeue() -> None:
+    drain_accepted_requests.apply_async(kwargs={"queued_at": time.time()})
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def drain_accepted_requests(queued_at: float | None = None) -> int:
+    """Apply what is in the acceptance store; hand the rest on to a fresh task if time runs out.
+
+    One task is queued per stored write (ingestion.store.kick_worker), after its commit, with
+    `queued_at`, the time it was queued. A task queued (by more than the clock margin) before
+    this process began a drain that caught up returns at once, without a query: that drain
+    claimed everything the task was queued for. So a worker back from an outage, with a task
+    per request waiting for it, drains the backlog in a few transactions, then skips the rest.
+    A task without `queued_at` (queued before this argument existed) always drains.
+    """
+    if queued_at is not None and queued_at < _caught_up_from - QUEUED_BEFORE_MARGIN_SECONDS:
+        return 0
+    result, more = _drain()
     if more:
-        drain_accepted_requests.apply_async()
+        _requeue()
     return result.requests
 
 
 @shared_task(ignore_result=True)
 def sweep_accepted_requests() -> int:
     """Periodic: apply whatever a lost broker message or a killed worker left behind."""
-    result, more = services.accepted_requests_drain_for(
-        seconds=_DRAIN_SECONDS, batch=settings.INGESTION_DRAIN_BATCH
-    )
+    result, more = _drain()
     if result.requests:
         logger.info(
             "sweep applied %s accepted requests (%s dropped)", result.requests, result.dropped
         )
     if more:
-        drain_accepted_requests.apply_async()
+        _requeue()
     return result.requests
 
 

@@ -1,0 +1,167 @@
+"""Wake-ups coalesce: every stored write queues a drain task, and a worker back from an outage
+finds one waiting per request. It drains the backlog in a few transactions and skips the tasks
+that drain has made pointless, without a query each."""
+
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from engagement.models import Event
+from ingestion import services, tasks
+from ingestion.models import AcceptedRequest
+from ingestion.store import kick_worker
+from tests.ingestion.segment_support import iso_now, segment_auth, track
+
+OUTAGE_SECONDS = 60.0
+
+
+@pytest.fixture
+def fresh_worker(monkeypatch):
+    """A worker process that has not drained yet."""
+    monkeypatch.setattr(tasks, "_caught_up_from", float("-inf"), raising=False)
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    """The drain tasks queued, as (args, kwargs), instead of sending them to the broker."""
+    sent: list[tuple[tuple, dict]] = []
+
+    def apply_async(args=None, kwargs=None, **options):
+        sent.append((tuple(args or ()), dict(kwargs or {})))
+
+    monkeypatch.setattr(tasks.drain_accepted_requests, "apply_async", apply_async)
+    return sent
+
+
+@pytest.fixture
+def drains(monkeypatch):
+    """Count the drain transactions run (claims made), empty ones included."""
+    real = services.accepted_requests_drain
+    calls: list[int] = []
+
+    def counted(*, limit: int):
+        result = real(limit=limit)
+        calls.append(result.requests)
+        return result
+
+    monkeypatch.setattr(services, "accepted_requests_drain", counted)
+    return calls
+
+
+def later(monkeypatch, seconds: float) -> None:
+    """The worker's clock (and only the tasks module's reading of it) `seconds` ahead."""
+    monkeypatch.setattr(tasks, "time", SimpleNamespace(time=lambda: time.time() + seconds))
+
+
+def test_kick_worker_says_when_it_queued_the_task(queued):
+    before = time.time()
+    kick_worker()
+    after = time.time()
+
+    [(args, kwargs)] = queued
+    assert args == ()
+    assert before <= kwargs["queued_at"] <= after
+
+
+def test_a_worker_back_from_an_outage_drains_the_backlog_in_a_few_transactions(
+    acme,
+    post_json,
+    queued,
+    drains,
+    fresh_worker,
+    monkeypatch,
+    settings,
+    django_capture_on_commit_callbacks,
+):
+    settings.INGESTION_DRAIN_BATCH = 10
+    # The worker is down: every request through every door queues a task that waits.
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(30):
+            response = post_json("/v2/track", {"userId": f"usr_{n}", "event": "A"}, auth=acme.basic)
+            assert response.status_code == 202
+        for n in range(10):
+            response = post_json(
+                "/v1/batch",
+                {"batch": [track(f"usr_{n}", "B")], "sentAt": iso_now()},
+                auth=segment_auth(acme.key.key),
+            )
+            assert response.status_code == 200
+    assert len(queued) == 40
+    assert AcceptedRequest.objects.count() == 40
+
+    # It comes back a minute later and works through its queue.
+    later(monkeypatch, OUTAGE_SECONDS)
+    waiting, queued[:] = list(queued), []
+    applied = [tasks.drain_accepted_requests.apply(args, kwargs).get() for args, kwargs in waiting]
+
+    assert sum(applied) == 40
+    assert applied[0] == 40 and not any(applied[1:])  # the first task did it all
+    # 10 requests a transaction, then one that found the store empty; 39 tasks without a query.
+    assert drains == [10, 10, 10, 10, 0]
+    assert not AcceptedRequest.objects.exists()
+    assert Event.objects.count() == 40
+    assert queued == []  # nothing handed on
+
+
+def test_a_task_queued_after_the_latest_drain_began_drains(acme, drains, monkeypatch, queued):
+    monkeypatch.setattr(tasks, "_caught_up_from", time.time())
+    kick_worker()  # a request stored since
+    [(_, kwargs)] = queued
+
+    tasks.drain_accepted_requests(**kwargs)
+
+    assert len(drains) == 1
+
+
+def test_a_task_queued_within_the_clock_margin_drains(acme, drains, monkeypatch):
+    """The web machine's clock may be behind the worker's: a task stamped a little before the
+    drain began may still have been queued after it."""
+    now = time.time()
+    monkeypatch.setattr(tasks, "_caught_up_from", now)
+
+    tasks.drain_accepted_requests(queued_at=now - tasks.QUEUED_BEFORE_MARGIN_SECONDS + 0.5)
+    assert len(drains) == 1
+
+    tasks.drain_accepted_requests(queued_at=now - tasks.QUEUED_BEFORE_MARGIN_SECONDS - 0.5)
+    assert len(drains) == 1  # skipped
+
+
+def test_a_task_queued_before_the_deploy_still_drains(acme, post_json, drains, monkeypatch):
+    """Tasks already in a queue carry no `queued_at`: they drain as before."""
+    post_json("/v2/track", {"userId": "usr_ann", "event": "A"}, auth=acme.basic)
+    monkeypatch.setattr(tasks, "_caught_up_from", time.time())
+
+    assert tasks.drain_accepted_requests.apply().get() == 1
+
+    assert Event.objects.count() == 1
+
+
+def test_a_drain_cut_short_skips_nothing_and_hands_on(
+    acme, post_json, drains, queued, fresh_worker, monkeypatch, settings
+):
+    settings.INGESTION_DRAIN_BATCH = 1
+    monkeypatch.setattr(tasks, "_DRAIN_SECONDS", 0.0)
+    for n in range(3):
+        post_json("/v2/track", {"userId": f"usr_{n}", "event": "A"}, auth=acme.basic)
+
+    assert tasks.drain_accepted_requests(queued_at=time.time() - OUTAGE_SECONDS) == 1
+
+    assert tasks._caught_up_from == float("-inf")  # it did not catch up: it proves nothing
+    [(_, handed_on)] = queued
+    assert tasks.drain_accepted_requests(**handed_on) == 1
+    assert tasks.drain_accepted_requests(queued_at=time.time() - OUTAGE_SECONDS) == 1
+    assert AcceptedRequest.objects.count() == 0
+
+
+def test_the_sweep_catching_up_makes_older_tasks_pointless(
+    acme, post_json, drains, fresh_worker, monkeypatch
+):
+    queued_at = time.time()
+    post_json("/v2/track", {"userId": "usr_ann", "event": "A"}, auth=acme.basic)
+    later(monkeypatch, OUTAGE_SECONDS)
+
+    assert tasks.sweep_accepted_requests() == 1
+    assert tasks.drain_accepted_requests(queued_at=queued_at) == 0
+
+    assert len(drains) == 1
