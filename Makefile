@@ -30,7 +30,8 @@ run: $(BIN)/.installed ## Start web (127.0.0.1:8000; PORT=... to change), worker
 EMBEDDED_TESTS := tests/engagement tests/ingestion/test_v1.py tests/ingestion/test_v2.py \
 	tests/ingestion/test_order_and_merge.py tests/ingestion/test_drops.py \
 	tests/ingestion/test_drain_mixed_batches.py tests/ingestion/test_seen_message_keys.py \
-	tests/ingestion/test_batch.py
+	tests/ingestion/test_batch.py tests/ingestion/test_drain_bad_messages.py \
+	tests/ingestion/test_wakeups.py tests/ingestion/test_acceptance_rules.py
 
 test: $(BIN)/.installed ## Run the full test suite (real PostgreSQL, Redis, RabbitMQ; then SQLite)
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Sum
 
-from ingestion.core import Accepted, RequestError, messages_json
+from ingestion.acceptance import Accepted, RequestError, messages_json
 from ingestion.models import AcceptedRequest
 from ingestion.pg_copy import copy_rows
 
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 _BACKLOG_CHECK_SECONDS = 1.0
 _backlog_cache: dict[str, float] = {"checked_at": float("-inf"), "size": 0.0}
 
-# One stored request: when it was received and what the acceptance core made of it.
+# One stored request: when it was received and what the acceptance rules made of it.
 Entry = tuple[datetime, Accepted]
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from engagement.models import Event
 from ingestion import acceptance
+from ingestion.acceptance.body import Reading
 from ingestion.acceptance.fields import Clock
 from ingestion.models import DroppedRequest
 from tests.ingestion.segment_support import iso_now, segment_auth, track
@@ -21,7 +22,10 @@ def iso(ms: int) -> str:
 
 
 def corrected(message: dict, *, batch_sent_at: int | None = None) -> dict:
-    return acceptance.segment_message(message, Clock(NOW, SKEW), True, batch_sent_at=batch_sent_at)
+    reading = Reading(message, scan_strings=True, exact=True)
+    return acceptance.segment_message(
+        message, Clock(NOW, SKEW), reading, batch_sent_at=batch_sent_at
+    )
 
 
 def test_without_sent_at_the_timestamp_is_kept():
