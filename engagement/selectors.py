@@ -6,6 +6,9 @@ reached yet answers with zeros: it gets an unsaved score row whose fields are al
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -15,7 +18,6 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import connections, router
 from django.db.models import Count, Exists, OuterRef, QuerySet, TextField
-from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Lower
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
@@ -30,6 +32,7 @@ from engagement.models import (
     UserScore,
     Workspace,
 )
+from engagement.segments import TraitText, TraitValue
 
 T = TypeVar("T")
 
@@ -52,22 +55,259 @@ class WorkspaceStats:
     accounts: int
 
 
-# --- Workspaces -------------------------------------------------------------------------------
+# --- Stored JSON, as reads render it ------------------------------------------------------------
+#
+# Whatever a JSON column holds, a read must be able to decode and render it. Django decodes a
+# JSONField with a recursive json.loads, which fails on a value nested some hundreds of levels
+# deep (RecursionError at the caller's stack depth), and a few stored values cannot be written
+# back out as JSON. So the read API selects traits (and a workspace's account filter, a segment's
+# conditions) as text and decodes them here, bounded. The stored data is never changed.
+
+# Levels of objects and arrays rendered as they are, counting the traits object itself as level 1:
+# twice the 32 levels ingestion is to accept, so whatever it accepts reads back unchanged. A value
+# nested deeper is rendered as its JSON text, a string.
+READ_MAX_DEPTH = 64
+
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_STRUCTURE = re.compile(r'["\[\]{}]')
+_STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# A \\uD800-\\uDFFF escape: half of a pair (SQLite keeps the text as written, escapes included),
+# or a lone surrogate, which no JSON output can carry.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def workspace_list_for_product(*, product_id: int) -> QuerySet[Workspace]:
-    return (
-        Workspace.objects.filter(product_id=product_id).prefetch_related("weights").order_by("id")
+def _readable_float(text: str) -> float | str:
+    """A JSON decimal as a float, or its text when it is beyond a double (1e400)."""
+    value = float(text)
+    return text if math.isinf(value) else value
+
+
+def _readable_int(text: str) -> int | str:
+    try:
+        return int(text)
+    except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits())
+        return text
+
+
+# The usual decoder, but a decimal beyond a double reads as its text, not as infinity (which is
+# not JSON; nor are NaN and Infinity, read as their text), and control characters in strings are
+# read as they are.
+_DECODER = json.JSONDecoder(parse_float=_readable_float, parse_constant=str, strict=False)
+
+
+def _readable_string(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def _nested_deeper_than(value: object, max_depth: int) -> bool:
+    """Whether `value` has objects or arrays nested more than `max_depth` levels (no recursion)."""
+    pending = [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        if level > max_depth:
+            return True
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, dict | list):
+                pending.append((child, level + 1))
+    return False
+
+
+def _skip_container(text: str, pos: int) -> int:
+    """The end of the object or array starting at `pos`."""
+    depth = 0
+    while True:
+        match = _STRUCTURE.search(text, pos)
+        if match is None:
+            raise ValueError("unterminated JSON")
+        pos = match.end()
+        char = match.group()
+        if char == '"':
+            rest = _STRING_REST.match(text, pos)
+            if rest is None:
+                raise ValueError("unterminated JSON string")
+            pos = rest.end()
+        elif char in "[{":
+            depth += 1
+        else:
+            depth -= 1
+            if depth == 0:
+                return pos
+
+
+def _bounded_loads(text: str, max_depth: int) -> object:
+    """json.loads without recursion, for what it cannot read or what cannot be rendered as read.
+
+    An object or array nested deeper than `max_depth` levels becomes its JSON text; a number
+    beyond what Python converts or a double holds, its text; a lone surrogate, U+FFFD.
+    """
+    scanstring = json.decoder.scanstring
+    root: list = []
+    stack: list = [root]  # the containers open around the value being read
+    keys: list = [None]  # the key each open object is reading
+    pos = _WHITESPACE.match(text, 0).end()
+    while True:
+        char = text[pos : pos + 1]
+        if char in ("{", "["):
+            if len(stack) > max_depth:
+                end = _skip_container(text, pos)
+                value, pos = text[pos:end], end
+            else:
+                pos = _WHITESPACE.match(text, pos + 1).end()
+                closing = "}" if char == "{" else "]"
+                if text[pos : pos + 1] == closing:
+                    value, pos = ({} if char == "{" else []), pos + 1
+                else:
+                    stack.append({} if char == "{" else [])
+                    keys.append(None)
+                    if char == "{":
+                        keys[-1], pos = _read_key(text, pos, scanstring)
+                    continue
+        elif char == '"':
+            value, pos = scanstring(text, pos + 1, False)
+            value = _readable_string(value)
+        elif number := _NUMBER.match(text, pos):
+            found = number.group()
+            value = _readable_float(found) if number.lastindex else _readable_int(found)
+            pos = number.end()
+        elif text.startswith("true", pos):
+            value, pos = True, pos + 4
+        elif text.startswith("false", pos):
+            value, pos = False, pos + 5
+        elif text.startswith("null", pos):
+            value, pos = None, pos + 4
+        else:
+            raise ValueError(f"unexpected JSON at {pos}")
+        # Place the value; close every container it completes.
+        while True:
+            container = stack[-1]
+            if container is root:
+                if _WHITESPACE.match(text, pos).end() != len(text):
+                    raise ValueError("extra data after JSON")
+                return value
+            if isinstance(container, dict):
+                container[keys[-1]] = value
+            else:
+                container.append(value)
+            pos = _WHITESPACE.match(text, pos).end()
+            char = text[pos : pos + 1]
+            if char == ",":
+                pos = _WHITESPACE.match(text, pos + 1).end()
+                if isinstance(container, dict):
+                    keys[-1], pos = _read_key(text, pos, scanstring)
+                break
+            if char != ("}" if isinstance(container, dict) else "]"):
+                raise ValueError(f"unexpected JSON at {pos}")
+            pos += 1
+            value = stack.pop()
+            keys.pop()
+
+
+def _read_key(text: str, pos: int, scanstring: Callable) -> tuple[str, int]:
+    """An object key at `pos` and the position of its value (after the colon)."""
+    if text[pos : pos + 1] != '"':
+        raise ValueError(f"expected a key at {pos}")
+    key, pos = scanstring(text, pos + 1, False)
+    pos = _WHITESPACE.match(text, pos).end()
+    if text[pos : pos + 1] != ":":
+        raise ValueError(f"expected ':' at {pos}")
+    return _readable_string(key), _WHITESPACE.match(text, pos + 1).end()
+
+
+def json_for_reading(text: str | None, *, max_depth: int = READ_MAX_DEPTH) -> object:
+    """Stored JSON text as a read renders it (see READ_MAX_DEPTH and _bounded_loads).
+
+    The usual case is one json.loads: the nesting check only walks values with more than
+    `max_depth` brackets in their text, and the careful reader runs only for what needs it.
+    """
+    if text is None:
+        return None
+    try:
+        value = _DECODER.decode(text)
+    except (RecursionError, ValueError):
+        return _bounded_text(text, max_depth)
+    if (
+        text.count("{") + text.count("[") > max_depth
+        and isinstance(value, dict | list)
+        and _nested_deeper_than(value, max_depth)
+    ) or ("\\u" in text and _SURROGATE_ESCAPE.search(text)):
+        return _bounded_text(text, max_depth)
+    return value
+
+
+def _bounded_text(text: str, max_depth: int) -> object:
+    try:
+        return _bounded_loads(text, max_depth)
+    except ValueError:  # not JSON at all (no column check allows it): the text itself
+        return text
+
+
+_NOT_SELECTED = object()
+
+
+def _with_json_as_text(queryset: QuerySet, *fields: str) -> QuerySet:
+    """Load these JSON fields (`traits`, or `account__traits` across a relation) as text, not
+    decoded: each as `<field>_text` (`account_traits_text`), read back with _read_json."""
+    return queryset.defer(*fields).annotate(
+        **{f"{field.replace('__', '_')}_text": Cast(field, TextField()) for field in fields}
     )
 
 
+def _hand_over_text(rows: list, relation: str, field: str = "traits") -> list:
+    """Give each row's `<relation>_<field>_text` to its related record, where _read_json looks."""
+    for row in rows:
+        setattr(getattr(row, relation), f"{field}_text", getattr(row, f"{relation}_{field}_text"))
+    return rows
+
+
+def _read_json(record: object, field: str) -> object:
+    """A JSON field as reads render it: from its text when selected as text (a record loaded any
+    other way has it decoded already)."""
+    text = getattr(record, f"{field}_text", _NOT_SELECTED)
+    if text is _NOT_SELECTED:
+        return getattr(record, field)
+    return json_for_reading(text)
+
+
+def read_traits(subject: Account | User) -> dict:
+    """The traits of an account or user as the read API renders them ({} if not an object)."""
+    traits = _read_json(subject, "traits")
+    return traits if isinstance(traits, dict) else {}
+
+
+def read_account_filter(workspace: Workspace) -> dict:
+    """A workspace's account filter as reads use it ({} if not an object)."""
+    account_filter = _read_json(workspace, "account_filter")
+    return account_filter if isinstance(account_filter, dict) else {}
+
+
+def read_conditions(segment: Segment) -> list[dict]:
+    """A segment's conditions as the read API renders them: its objects ([] if not a list)."""
+    conditions = _read_json(segment, "conditions")
+    if not isinstance(conditions, list):
+        return []
+    return [condition for condition in conditions if isinstance(condition, dict)]
+
+
+# --- Workspaces -------------------------------------------------------------------------------
+
+
+def _workspaces(product_id: int) -> QuerySet[Workspace]:
+    return _with_json_as_text(Workspace.objects.filter(product_id=product_id), "account_filter")
+
+
+def workspace_list_for_product(*, product_id: int) -> QuerySet[Workspace]:
+    return _workspaces(product_id).prefetch_related("weights").order_by("id")
+
+
 def workspace_get_for_product(*, product_id: int, workspace_id: int) -> Workspace | None:
-    return Workspace.objects.filter(product_id=product_id, id=workspace_id).first()
+    return _workspaces(product_id).filter(id=workspace_id).first()
 
 
 def workspace_default_for_product(*, product_id: int) -> Workspace | None:
     """The product's first workspace: the one it was created with."""
-    return Workspace.objects.filter(product_id=product_id).order_by("id").first()
+    return _workspaces(product_id).order_by("id").first()
 
 
 def workspace_stats(*, workspace: Workspace) -> WorkspaceStats:
@@ -81,8 +321,9 @@ def workspace_stats(*, workspace: Workspace) -> WorkspaceStats:
 def _accounts_in_workspace(workspace: Workspace) -> QuerySet[Account]:
     """The product's accounts the workspace scores: all of them, or those its filter matches."""
     accounts = Account.objects.filter(product_id=workspace.product_id)
-    for trait, value in (workspace.account_filter or {}).items():
-        accounts = accounts.filter(**{f"traits__{trait}": value})
+    for index, (trait, value) in enumerate(read_account_filter(workspace).items()):
+        alias = f"_filter_{index}"
+        accounts = accounts.alias(**{alias: TraitValue(trait, "traits")}).filter(**{alias: value})
     return accounts
 
 
@@ -181,7 +422,7 @@ def _account_parts(workspace: Workspace) -> tuple[int, int, int]:
 
     def count() -> tuple[int, int, int]:
         scored = AccountScore.objects.filter(workspace_id=workspace.id).count()
-        if workspace.account_filter:
+        if read_account_filter(workspace):
             unscored = _unscored_accounts(workspace).count()
         else:
             product_total = Account.objects.filter(product_id=workspace.product_id).count()
@@ -204,11 +445,14 @@ def account_list_ranked(*, workspace: Workspace, offset: int, limit: int) -> Pag
         rows = AccountScore.objects.filter(
             workspace_id=workspace.id, account_id__in=window
         ).select_related("account")
+        rows = _hand_over_text(list(_with_json_as_text(rows, "account__traits")), "account")
         items = sorted(rows, key=lambda row: (-row.engagement_score, row.account_id))
     remaining = limit - len(items)
     if remaining > 0 and unscored and offset + limit > scored:
         start = max(offset - scored, 0)
-        accounts = _unscored_accounts(workspace).order_by("id")[start : start + remaining]
+        accounts = _with_json_as_text(_unscored_accounts(workspace), "traits").order_by("id")[
+            start : start + remaining
+        ]
         items += [_zero_account_score(workspace, account) for account in accounts]
     return Page(items=items, total=total)
 
@@ -218,7 +462,8 @@ def _zero_account_score(workspace: Workspace, account: Account) -> AccountScore:
 
 
 def account_get_for_product(*, product_id: int, account_id: int) -> Account | None:
-    return Account.objects.filter(product_id=product_id, id=account_id).first()
+    accounts = Account.objects.filter(product_id=product_id, id=account_id)
+    return _with_json_as_text(accounts, "traits").first()
 
 
 def account_score_get(*, workspace: Workspace, account: Account) -> AccountScore:
@@ -236,18 +481,18 @@ def account_find(
     """Accounts of the workspace's product whose domain, name, tracking id or trait matches.
 
     domain and name compare case-insensitively with the trait of that name; tracking_id exactly;
-    any other match_type is a trait name whose value (as text) must equal match_value.
+    any other match_type is a trait name whose value (as text: a number or boolean matches its
+    text) must equal match_value. A trait name is one key, whatever its characters ("0", "a__b").
     """
     accounts = Account.objects.filter(product_id=workspace.product_id)
     if match_type == "tracking_id":
         accounts = accounts.filter(tracking_id=match_value)
     elif match_type in ("domain", "name"):
-        accounts = accounts.alias(matched=Lower(KT(f"traits__{match_type}"))).filter(
+        accounts = accounts.alias(matched=Lower(TraitText(match_type, "traits"))).filter(
             matched=match_value.strip().lower()
         )
     else:
-        # Cast to text so a number or boolean trait matches its text on every database.
-        trait = Cast(KT(f"traits__{match_type}"), output_field=TextField())
+        trait = TraitText(match_type, "traits")
         accounts = accounts.alias(matched=trait).filter(matched=match_value)
     return _with_account_scores(workspace, accounts.order_by("id"), offset, limit)
 
@@ -262,7 +507,7 @@ def _with_account_scores(
     workspace: Workspace, accounts: QuerySet[Account], offset: int, limit: int
 ) -> Page[AccountScore]:
     total = accounts.count()
-    page = list(accounts[offset : offset + limit])
+    page = list(_with_json_as_text(accounts, "traits")[offset : offset + limit])
     rows = {
         row.account_id: row
         for row in AccountScore.objects.filter(
@@ -304,13 +549,14 @@ def user_list_ranked(*, workspace: Workspace, offset: int, limit: int) -> Page[U
         rows = UserScore.objects.filter(
             workspace_id=workspace.id, user_id__in=window
         ).select_related("user")
+        rows = _hand_over_text(list(_with_json_as_text(rows, "user__traits")), "user")
         items = sorted(rows, key=lambda row: (-row.engagement_score, row.user_id))
     remaining = limit - len(items)
     if remaining > 0 and total > scored and offset + limit > scored:
         start = max(offset - scored, 0)
         has_score = UserScore.objects.filter(workspace_id=workspace.id, user_id=OuterRef("pk"))
         users = (
-            User.objects.filter(product_id=workspace.product_id)
+            _with_json_as_text(User.objects.filter(product_id=workspace.product_id), "traits")
             .filter(~Exists(has_score))
             .order_by("id")[start : start + remaining]
         )
@@ -329,7 +575,7 @@ def user_get_by_match(
         users = users.filter(tracking_id=match_value)
     users = users.order_by("id")
     total = users.count()
-    page = list(users[offset : offset + limit])
+    page = list(_with_json_as_text(users, "traits")[offset : offset + limit])
     rows = {
         row.user_id: row
         for row in UserScore.objects.filter(
@@ -345,7 +591,8 @@ def user_get_by_match(
 
 
 def user_get_for_product(*, product_id: int, user_id: int) -> User | None:
-    return User.objects.filter(product_id=product_id, id=user_id).first()
+    users = User.objects.filter(product_id=product_id, id=user_id)
+    return _with_json_as_text(users, "traits").first()
 
 
 def user_score_get(*, workspace: Workspace, user: User) -> UserScore:
@@ -364,15 +611,19 @@ def segment_list_for_workspace(*, workspace: Workspace, offset: int, limit: int)
     segments = Segment.objects.filter(workspace_id=workspace.id)
     total = segments.count()
     items = list(
-        segments.annotate(member_count=Count("members")).order_by("id")[offset : offset + limit]
+        _with_json_as_text(segments, "conditions")
+        .annotate(member_count=Count("members"))
+        .order_by("id")[offset : offset + limit]
     )
     return Page(items=items, total=total)
 
 
 def segment_get_for_product(*, product_id: int, segment_id: int) -> Segment | None:
+    segments = Segment.objects.filter(workspace__product_id=product_id, id=segment_id)
     return (
-        Segment.objects.filter(workspace__product_id=product_id, id=segment_id)
+        _with_json_as_text(segments, "conditions")
         .select_related("workspace")
+        .defer("workspace__account_filter")  # a member list needs the workspace's id only
         .annotate(member_count=Count("members"))
         .first()
     )
@@ -383,9 +634,9 @@ def segment_member_list(*, segment: Segment, offset: int, limit: int) -> Page[Se
     members = SegmentMember.objects.filter(segment_id=segment.id)
     total = members.count()
     items = list(
-        members.select_related("account", "user").order_by("-joined_at", "id")[
-            offset : offset + limit
-        ]
+        members.select_related("account", "user")
+        .defer("account__traits", "user__traits")  # a member is listed without its traits
+        .order_by("-joined_at", "id")[offset : offset + limit]
     )
     return Page(items=items, total=total)
 

@@ -4,12 +4,20 @@ Serializer context: `base` (the absolute root URL, for `_links`), `workspace` (t
 metrics belong to), `expand` (set of names) and `segments` ({account or user id: [SegmentMember]}).
 """
 
+import math
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from engagement.models import Account, User
-from engagement.selectors import USER_MATCH_TYPES, tenure_days
+from engagement.selectors import (
+    USER_MATCH_TYPES,
+    read_account_filter,
+    read_conditions,
+    read_traits,
+    tenure_days,
+)
 
 
 def _link(context: dict, path: str) -> str:
@@ -17,6 +25,26 @@ def _link(context: dict, path: str) -> str:
 
 
 # --- Shared pieces ----------------------------------------------------------------------------
+
+
+class _ReadWith:
+    """A field whose value is `read(instance)`: a JSON column as the read selectors render it
+    (they load it as text, so it is never decoded on the way, see engagement.selectors)."""
+
+    def __init__(self, *args, read, **kwargs) -> None:
+        self.read = read
+        super().__init__(*args, **kwargs)
+
+    def get_attribute(self, instance):
+        return self.read(instance)
+
+
+class ReadDictField(_ReadWith, serializers.DictField):
+    pass
+
+
+class ReadListField(_ReadWith, serializers.ListField):
+    pass
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -76,7 +104,7 @@ class WorkspaceSerializer(serializers.Serializer):
     name = serializers.CharField()
     lookback_days = serializers.IntegerField()
     daily_event_cap = serializers.IntegerField(allow_null=True)
-    account_filter = serializers.DictField()
+    account_filter = ReadDictField(read=read_account_filter)
     event_weights = EventWeightSerializer(source="weights.all", many=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
@@ -112,6 +140,11 @@ _datetime = serializers.DateTimeField()
 
 def _when(value) -> str | None:
     return None if value is None else _datetime.to_representation(value)
+
+
+def _finite(value: float | None) -> float | None:
+    """A stored float as JSON carries it: NaN and infinities (PostgreSQL stores them) as null."""
+    return value if value is None or math.isfinite(value) else None
 
 
 def _breakdown(items: list) -> list[dict]:
@@ -164,24 +197,22 @@ class ScoredRecordSerializer(serializers.Serializer):
     def fallback_first_seen(self, subject):
         raise NotImplementedError
 
-    def metrics(self, score) -> dict:
+    def metrics(self, score, traits: dict) -> dict:
         subject = self.subject(score)
         scored = score.pk is not None
         if scored and score.tenure_days is not None:
             tenure = score.tenure_days  # the engine's figure when it stored one
         else:
-            tenure = tenure_days(
-                traits=subject.traits, first_seen=self.fallback_first_seen(subject)
-            )
+            tenure = tenure_days(traits=traits, first_seen=self.fallback_first_seen(subject))
         return {
             "workspace_id": score.workspace_id,
             "engagement_score": score.engagement_score,
             "score_change": score.score_change,
             "previous_score": score.previous_score,
-            "percentile_rank": score.percentile_rank,
-            "raw_score": score.raw_score,
+            "percentile_rank": _finite(score.percentile_rank),
+            "raw_score": _finite(score.raw_score),
             "active_days": score.active_days,
-            "adoption": score.adoption,
+            "adoption": _finite(score.adoption),
             "events_in_window": score.events_in_window,
             "last_seen": _when(score.last_seen),
             "tenure_days": tenure,
@@ -189,11 +220,11 @@ class ScoredRecordSerializer(serializers.Serializer):
             "scored_at": _when(score.computed_at) if scored else None,
         }
 
-    def finish(self, data: dict, score) -> dict:
+    def finish(self, data: dict, score, traits: dict) -> dict:
         subject = self.subject(score)
         expand = self.context.get("expand", ())
         if "traits" in expand:
-            data["traits"] = subject.traits
+            data["traits"] = traits
         if "segments" in expand:
             members = self.context.get("segments", {}).get(subject.id, [])
             data["segments"] = SegmentRefSerializer(members, many=True, context=self.context).data
@@ -227,19 +258,20 @@ class AccountSerializer(ScoredRecordSerializer):
 
     def to_representation(self, score) -> dict:
         account = score.account
-        name = account.traits.get("name")
+        traits = read_traits(account)
+        name = traits.get("name")
         data = {
             "id": account.id,
             "tracking_id": account.tracking_id,
             "name": name if isinstance(name, str) else None,
             "identified": account.identified,
             "created_at": _when(account.created_at),
-            **self.metrics(score),
+            **self.metrics(score, traits),
             "active_users": score.active_users,
             "total_users": score.total_users,
-            "active_user_share": score.active_user_share,
+            "active_user_share": _finite(score.active_user_share),
         }
-        return self.finish(data, score)
+        return self.finish(data, score, traits)
 
 
 class UserSerializer(ScoredRecordSerializer):
@@ -261,19 +293,20 @@ class UserSerializer(ScoredRecordSerializer):
 
     def to_representation(self, score) -> dict:
         user = score.user
+        traits = read_traits(user)
         data = {
             "id": user.id,
             "tracking_id": user.tracking_id,
             "email": user.email,
             "identified": user.identified,
             "first_seen": _when(user.first_seen_at),
-            **self.metrics(score),
+            **self.metrics(score, traits),
         }
         # The user row's own last-seen time is written as events are applied, seconds before
         # the next score refresh: the fresher of the two is what a reader wants.
         if user.last_seen_at and (score.last_seen is None or user.last_seen_at > score.last_seen):
             data["last_seen"] = _when(user.last_seen_at)
-        return self.finish(data, score)
+        return self.finish(data, score, traits)
 
 
 # --- Segments ---------------------------------------------------------------------------------
@@ -284,7 +317,7 @@ class SegmentSerializer(serializers.Serializer):
     name = serializers.CharField()
     target = serializers.ChoiceField(choices=["accounts", "users"])
     workspace_id = serializers.IntegerField()
-    conditions = serializers.ListField(child=serializers.DictField())
+    conditions = ReadListField(child=serializers.DictField(), read=read_conditions)
     member_count = serializers.IntegerField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
