@@ -36,11 +36,10 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from engagement.models import Account, EventWeight, ScoringState, Workspace
-from engagement.segments import segments_refresh
+from engagement.segments import accounts_admitted, segments_refresh
 
 logger = logging.getLogger(__name__)
 
@@ -486,12 +485,10 @@ class _Engine:
     def load_matching_accounts(self) -> None:
         """Accounts the workspace's account filter admits (only built when a filter is set)."""
         self.temp("eds_t_match_account", "account_id BIGINT PRIMARY KEY")
-        queryset = Account.objects.filter(product_id=self.workspace.product_id)
-        for index, (key, value) in enumerate(sorted(self.workspace.account_filter.items())):
-            alias = f"_filter_{index}"
-            queryset = queryset.annotate(**{alias: KeyTransform(key, "traits")}).filter(
-                **{alias: value}
-            )
+        queryset = accounts_admitted(
+            Account.objects.filter(product_id=self.workspace.product_id),
+            self.workspace.account_filter,
+        )
         sql, params = queryset.values("id").query.sql_with_params()
         self.cursor.execute(f"INSERT INTO eds_t_match_account (account_id) {sql}", params)
         self.analyze("eds_t_match_account")

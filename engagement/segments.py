@@ -124,6 +124,15 @@ class TraitText(Func):
         return sql, (*params, self.name)
 
 
+def accounts_admitted(accounts: QuerySet, account_filter: dict) -> QuerySet:
+    """The accounts a workspace's account filter admits: each named trait (its name taken
+    literally, see TraitValue) equal to the filter's value. Scoring and reads both use this."""
+    for index, (name, value) in enumerate(sorted(account_filter.items())):
+        alias = f"_filter_{index}"
+        accounts = accounts.alias(**{alias: TraitValue(name, "traits")}).filter(**{alias: value})
+    return accounts
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, Real) and not isinstance(value, bool)
 

@@ -213,6 +213,21 @@ def test_account_filter_restricts_accounts_and_their_users(acme):
     assert set(user_scores(acme)) == {"e1", "f1"}
 
 
+@pytest.mark.parametrize("name", ["0", "2147483648", "a__b"])
+def test_an_account_filter_names_its_trait_literally(acme, name):
+    # A digit name was read as an array index (2147483648 crashed the refresh), `__` as a path.
+    configure(acme, account_filter={name: "yes"})
+    apply(
+        acme,
+        group("l1", "Literal", {name: "yes"}),
+        group("n1", "Nested", {"a": {"b": "yes"}}),
+        track("l1", "Login"),
+        track("n1", "Login"),
+    )
+    workspace_rescore(workspace_id=acme.workspace.id)
+    assert set(account_scores(acme)) == {"Literal"}
+
+
 def test_tenure_from_created_at_trait_else_first_seen(acme):
     created = (datetime.now(UTC) - timedelta(days=100)).date().isoformat()
     apply(

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from engagement.models import AccountScore, Segment, Workspace
 from engagement.segments import segment_refresh
-from engagement.selectors import READ_MAX_DEPTH
+from engagement.stored_json import READ_MAX_DEPTH
 from tests.readapi.conftest import (
     add_account,
     add_segment,
