@@ -120,10 +120,14 @@ class IngestionFrontDoor:
         if scope["type"] == "http" and scope["method"] == "POST":
             endpoint_name = http.endpoint_for_path(scope["path"])
             if endpoint_name is not None:
-                headers = http.joined_headers(
-                    (name.decode("latin-1"), value.decode("latin-1"))
-                    for name, value in scope["headers"]
-                )
+                try:
+                    headers = http.joined_headers(
+                        (name.decode("latin-1"), value.decode("latin-1"))
+                        for name, value in scope["headers"]
+                    )
+                except acceptance.RequestError as error:
+                    await _respond(send, scope, error.status, error.body())
+                    return
                 if _host_allowed(headers):
                     await self.ingest(endpoint_name, scope, headers, receive, send)
                     return

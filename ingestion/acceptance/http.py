@@ -27,12 +27,22 @@ def endpoint_for_path(path: str) -> str | None:
     return name if name in ENDPOINTS else None
 
 
+# Fields that must come once: HTTP has no way to join two of them (gunicorn refuses a request
+# that repeats one before the service sees it; the ASGI server lets it through).
+_SINGLE_FIELDS = frozenset({"host", "content-type", "content-length"})
+
+
 def joined_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """Header fields by lower-case name, a repeated field's values joined with ","."""
+    """Header fields by lower-case name, a repeated field's values joined with ","; a 400 for a
+    field that must come once."""
     headers: dict[str, str] = {}
     for name, value in pairs:
         name = name.lower()
-        headers[name] = f"{headers[name]},{value}" if name in headers else value
+        if name in headers:
+            if name in _SINGLE_FIELDS:
+                raise RequestError(400, "invalid_header", f"Send one {name.title()} header.")
+            value = f"{headers[name]},{value}"
+        headers[name] = value
     return headers
 
 
