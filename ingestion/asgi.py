@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http.request import split_domain_port, validate_host
 
 from ingestion import acceptance
@@ -51,22 +53,55 @@ async def _read_body(receive: Receive, cap: int) -> bytes:
     return b"".join(chunks)[:cap]
 
 
+# Answers of the two checks below, remembered per process: they read only settings (and a Host
+# value, of which a few usual ones are remembered), and settings change only in tests.
+_hosts_allowed: dict[str, bool] = {}
+_security_headers: dict[str, list[tuple[bytes, bytes]]] = {}
+_REMEMBERED_HOSTS = 64
+
+
+@receiver(setting_changed)
+def _forget_settings(**kwargs) -> None:
+    _hosts_allowed.clear()
+    _security_headers.clear()
+
+
 def _host_allowed(headers: dict[str, str]) -> bool:
     """What Django's `request.get_host()` checks, for a request with a Host header and no
     X-Forwarded-Host in use; anything else goes to Django to decide."""
     host = headers.get("host")
-    if host is None or settings.USE_X_FORWARDED_HOST:
+    if host is None:
         return False
-    allowed = settings.ALLOWED_HOSTS
-    if settings.DEBUG and not allowed:
-        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    allowed = _hosts_allowed.get(host)
+    if allowed is None:
+        allowed = _host_check(host)
+        if len(host) <= 255:  # bounded in bytes: a client chooses the value
+            if len(_hosts_allowed) >= _REMEMBERED_HOSTS:
+                _hosts_allowed.clear()
+            _hosts_allowed[host] = allowed
+    return allowed
+
+
+def _host_check(host: str) -> bool:
+    if settings.USE_X_FORWARDED_HOST:
+        return False
+    allowed_hosts = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed_hosts:
+        allowed_hosts = [".localhost", "127.0.0.1", "[::1]"]
     domain, _port = split_domain_port(host)
-    return bool(domain) and validate_host(domain, allowed)
+    return bool(domain) and validate_host(domain, allowed_hosts)
 
 
 def security_headers(scheme: str) -> list[tuple[bytes, bytes]]:
     """The headers Django's SecurityMiddleware and XFrameOptionsMiddleware add to the other
     door's answers, from the same settings."""
+    headers = _security_headers.get(scheme)
+    if headers is None:
+        headers = _security_headers[scheme] = _security_headers_from_settings(scheme)
+    return headers
+
+
+def _security_headers_from_settings(scheme: str) -> list[tuple[bytes, bytes]]:
     headers = []
     if settings.SECURE_HSTS_SECONDS and scheme == "https":
         value = f"max-age={settings.SECURE_HSTS_SECONDS}"

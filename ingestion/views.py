@@ -2,6 +2,7 @@
 or an error. Django's routing, host check and security middleware wrap it; the ASGI door
 (`ingestion.asgi`) does the same for its requests."""
 
+import functools
 import time
 
 from django.conf import settings
@@ -18,11 +19,16 @@ from ingestion.store import store_accepted
 
 
 def ingestion_limits() -> acceptance.Limits:
-    return acceptance.Limits(
-        single=settings.INGESTION_MAX_BODY_BYTES,
-        batch=settings.INGESTION_MAX_BATCH_BYTES,
-        clock_skew_ms=settings.INGESTION_CLOCK_SKEW_SECONDS * 1000,
+    return _limits(
+        settings.INGESTION_MAX_BODY_BYTES,
+        settings.INGESTION_MAX_BATCH_BYTES,
+        settings.INGESTION_CLOCK_SKEW_SECONDS,
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _limits(single: int, batch: int, clock_skew_seconds: int) -> acceptance.Limits:
+    return acceptance.Limits(single=single, batch=batch, clock_skew_ms=clock_skew_seconds * 1000)
 
 
 def error_response(error: acceptance.RequestError) -> Response:

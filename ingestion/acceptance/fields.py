@@ -31,29 +31,35 @@ def string_problem(text: str) -> str | None:
     return None
 
 
-def identifier_problem(value: object, reading: Reading) -> str | None:
-    """Why `value` (present) is not an identifier: a string of 1 to 255 characters, not blank."""
-    if value.__class__ is not str:
-        return "Must be a string."
-    if not value or value.isspace():  # type: ignore[union-attr]
-        return "Must not be empty."
-    if len(value) > MAX_ID_LENGTH:  # type: ignore[arg-type]
-        return f"Must be at most {MAX_ID_LENGTH} characters."
-    return string_problem(value) if reading.scan_strings else None  # type: ignore[arg-type]
-
-
 def identifier(
-    data: Mapping, name: str, errors: FieldErrors, reading: Reading, required: bool
+    data: Mapping,
+    name: str,
+    errors: FieldErrors,
+    reading: Reading,
+    required: bool,
+    label: str | None = None,
 ) -> str | None:
+    """The id in `data[name]`, or None with its problem in `errors` (under `label`, else `name`):
+    a string of 1 to 255 characters, not blank, that the database stores."""
     value = data.get(name)
     if value is None:
         if required:
-            errors.add(name, "This field is required.")
+            errors.add(label or name, "This field is required.")
         return None
-    if problem := identifier_problem(value, reading):
-        errors.add(name, problem)
-        return None
-    return value  # type: ignore[return-value]
+    if value.__class__ is not str:
+        problem: str | None = "Must be a string."
+    elif not value or value.isspace():
+        problem = "Must not be empty."
+    elif len(value) > MAX_ID_LENGTH:
+        problem = f"Must be at most {MAX_ID_LENGTH} characters."
+    elif reading.scan_strings:
+        problem = string_problem(value)
+    else:
+        return value
+    if problem is None:
+        return value
+    errors.add(label or name, problem)
+    return None
 
 
 def traits_problem(traits: dict, reading: Reading) -> str | None:
@@ -137,11 +143,13 @@ class Clock:
     """The times of one request: now, the clock-skew allowance, and the times read so far (the
     messages of a batch often repeat them)."""
 
-    __slots__ = ("now_ms", "skew_ms", "_read")
+    __slots__ = ("now_ms", "skew_ms", "latest_ms", "_read")
 
     def __init__(self, now_ms: int, skew_ms: int) -> None:
         self.now_ms = now_ms
         self.skew_ms = skew_ms
+        # A message time must lie in [EARLIEST_MS, latest_ms]; beyond, nothing is stored for it.
+        self.latest_ms = now_ms + MAX_FUTURE_MS
         self._read: dict[object, int] = {}
 
     def read(self, data: Mapping, name: str, errors: FieldErrors) -> int | None:
@@ -174,12 +182,6 @@ class Clock:
         if abs(self.now_ms - sent_at) > self.skew_ms:
             return self.now_ms - (sent_at - timestamp)
         return timestamp
-
-    def too_early(self, ms: int) -> bool:
-        return ms < EARLIEST_MS
-
-    def too_late(self, ms: int) -> bool:
-        return ms > self.now_ms + MAX_FUTURE_MS
 
 
 TOO_EARLY = "Must not be before 1970-01-01T00:00:00Z (after clock-skew correction)."

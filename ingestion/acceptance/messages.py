@@ -47,6 +47,7 @@ def _kept(kind: str, ts: int, *values: tuple[str, object]) -> dict:
     return message
 
 
+
 def _account_of_event(
     data: Mapping, names: Mapping[str, str], errors: FieldErrors, reading: Reading
 ):
@@ -56,19 +57,15 @@ def _account_of_event(
         if context.__class__ is not dict:
             errors.add("context", "Must be a JSON object.")
             return None
-        value = context.get("groupId")
-        if value is not None:
-            if problem := fields.identifier_problem(value, reading):
-                errors.add("context.groupId", problem)
-                return None
-            return value
+        if context.get("groupId") is not None:
+            return fields.identifier(context, "groupId", errors, reading, False, "context.groupId")
     return fields.identifier(data, names["groupId"], errors, reading, False)
 
 
 def _time_checked(ms: int, clock: Clock, errors: FieldErrors) -> int:
-    if clock.too_early(ms):
+    if ms < fields.EARLIEST_MS:
         errors.add("timestamp", fields.TOO_EARLY)
-    elif clock.too_late(ms):
+    elif ms > clock.latest_ms:
         errors.add("timestamp", fields.TOO_LATE)
     return ms
 
@@ -172,20 +169,22 @@ def segment_message(
     sent_at = clock.read(data, "sentAt", errors)
     forwarded = data.get("receivedAt") is not None
     ts = clock.corrected(timestamp, batch_sent_at if sent_at is None else sent_at, forwarded)
-    if clock.too_early(ts):
+    if ts < fields.EARLIEST_MS:
         errors.add("timestamp", fields.TOO_EARLY)
-    if kind == "identify":
-        values: tuple = (
-            ("userId", fields.identifier(data, "userId", errors, reading, True)),
-            ("groupId", fields.identifier(data, "groupId", errors, reading, False)),
-            ("traits", _identify_traits(data, errors, reading)),
-        )
-    elif kind == "group":
-        values = (
-            ("groupId", fields.identifier(data, "groupId", errors, reading, True)),
-            ("userId", fields.identifier(data, "userId", errors, reading, False)),
-            ("traits", fields.traits(data, "traits", errors, reading)),
-        )
+    if kind == "identify" or kind == "group":
+        key, other = ("userId", "groupId") if kind == "identify" else ("groupId", "userId")
+        first = fields.identifier(data, key, errors, reading, True)
+        second = fields.identifier(data, other, errors, reading, False)
+        if kind == "identify":
+            traits = _identify_traits(data, errors, reading)
+        else:
+            traits = fields.traits(data, "traits", errors, reading)
+        errors.raise_if_any()
+        message = {"type": kind, "timestamp": ts, key: first}
+        if second is not None:
+            message[other] = second
+        if traits is not None:
+            message["traits"] = traits
     else:
         user_id = fields.identifier(data, "userId", errors, reading, True)
         if kind == "track":
@@ -193,12 +192,15 @@ def segment_message(
         else:
             event = _page_event(kind, data, errors, reading)
         group_id = _account_of_event(data, V2_NAMES, errors, reading)
-        values = (("userId", user_id), ("event", event), ("groupId", group_id))
-        kind = "track"
-    errors.raise_if_any()
-    if clock.too_late(ts):
+        errors.raise_if_any()
+        message = {"type": "track", "timestamp": ts, "userId": user_id, "event": event}
+        if group_id is not None:
+            message["groupId"] = group_id
+    if ts > clock.latest_ms:
         return drop_marker(
             DROP_TIMESTAMP_IN_FUTURE,
             "The message time (after clock-skew correction) is more than 24 hours ahead.",
         )
-    return _kept(kind, ts, *values, ("messageId", message_id))
+    if message_id is not None:
+        message["messageId"] = message_id
+    return message
