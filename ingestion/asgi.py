@@ -157,8 +157,10 @@ class IngestionFrontDoor:
             if endpoint_name is not None:
                 try:
                     headers = http.joined_headers(
-                        (name.decode("latin-1"), value.decode("latin-1"))
-                        for name, value in scope["headers"]
+                        [
+                            (name.decode("latin-1"), value.decode("latin-1"))
+                            for name, value in scope["headers"]
+                        ]
                     )
                 except acceptance.RequestError as error:
                     await _respond(send, scope, error.status, error.body())
