@@ -73,26 +73,30 @@ def _time_checked(ms: int, clock: Clock, errors: FieldErrors) -> int:
 # --- v1 and v2 calls -------------------------------------------------------------------------
 
 
-def identify(data: Mapping, clock: Clock, names: Mapping[str, str], reading: Reading) -> dict:
+# identify names a user (and may name its account), group an account (and may name a user).
+_NAMED = {"identify": ("userId", "groupId"), "group": ("groupId", "userId")}
+
+
+def _traits_call(
+    kind: str, data: Mapping, clock: Clock, names: Mapping[str, str], reading: Reading
+) -> dict:
+    required, optional = _NAMED[kind]
     errors = FieldErrors()
-    user_id = fields.identifier(data, names["userId"], errors, reading, True)
-    group_id = fields.identifier(data, names["groupId"], errors, reading, False)
+    first = fields.identifier(data, names[required], errors, reading, True)
+    second = fields.identifier(data, names[optional], errors, reading, False)
     traits = fields.traits(data, "traits", errors, reading)
     ts = clock.read(data, "timestamp", errors)
     ts = clock.now_ms if ts is None else _time_checked(ts, clock, errors)
     errors.raise_if_any()
-    return _kept("identify", ts, ("userId", user_id), ("groupId", group_id), ("traits", traits))
+    return _kept(kind, ts, (required, first), (optional, second), ("traits", traits))
+
+
+def identify(data: Mapping, clock: Clock, names: Mapping[str, str], reading: Reading) -> dict:
+    return _traits_call("identify", data, clock, names, reading)
 
 
 def group(data: Mapping, clock: Clock, names: Mapping[str, str], reading: Reading) -> dict:
-    errors = FieldErrors()
-    group_id = fields.identifier(data, names["groupId"], errors, reading, True)
-    user_id = fields.identifier(data, names["userId"], errors, reading, False)
-    traits = fields.traits(data, "traits", errors, reading)
-    ts = clock.read(data, "timestamp", errors)
-    ts = clock.now_ms if ts is None else _time_checked(ts, clock, errors)
-    errors.raise_if_any()
-    return _kept("group", ts, ("groupId", group_id), ("userId", user_id), ("traits", traits))
+    return _traits_call("group", data, clock, names, reading)
 
 
 def track(data: Mapping, clock: Clock, names: Mapping[str, str], reading: Reading) -> dict:
@@ -106,7 +110,7 @@ def track(data: Mapping, clock: Clock, names: Mapping[str, str], reading: Readin
     return _kept("track", ts, ("userId", user_id), ("event", event), ("groupId", group_id))
 
 
-CallRule = Callable[[Mapping, Clock, Mapping[str, str], bool], dict]
+CallRule = Callable[[Mapping, Clock, Mapping[str, str], Reading], dict]
 
 
 # --- Segment-spec messages -------------------------------------------------------------------
@@ -172,7 +176,7 @@ def segment_message(
     if ts < fields.EARLIEST_MS:
         errors.add("timestamp", fields.TOO_EARLY)
     if kind == "identify" or kind == "group":
-        key, other = ("userId", "groupId") if kind == "identify" else ("groupId", "userId")
+        key, other = _NAMED[kind]
         first = fields.identifier(data, key, errors, reading, True)
         second = fields.identifier(data, other, errors, reading, False)
         if kind == "identify":
