@@ -128,6 +128,8 @@ def _accept(
     reading = parse_json_object(read_body(raw, content_encoding, limit), exact=exact)
     digest = segment_key_digest(reading.data, authorization)
     if endpoint.takes == SEGMENT:
+        if not reading.data:  # what Segment's "test connection" posts: a 2xx, nothing to store
+            return Outcome([])
         message = messages.segment_message(reading.data, clock, reading)
         return Outcome([Accepted(endpoint.name, digest, [message])])
     return _batch(endpoint.name, digest, clock, reading, limits)

@@ -13,6 +13,9 @@ from ingestion.acceptance.errors import FieldErrors
 MAX_ID_LENGTH = 255
 MAX_FUTURE_MS = 24 * 60 * 60 * 1000
 EARLIEST_MS = 0  # 1970-01-01T00:00:00Z: no product's data is older
+# A number below this, read as Unix ms, is a time before 1973-03-03: far likelier Unix seconds
+# (any time from 1970 to 5138) sent where milliseconds are due, which would be stored in 1970.
+SECONDS_LIKE_BELOW_MS = 100_000_000_000
 MAX_TRAITS_DEPTH = 32  # the traits object itself is the first level
 MAX_TRAIT_NAME_LENGTH = 255
 MAX_TRAITS_BYTES = 32 * 1024  # of one message's traits, as JSON
@@ -166,6 +169,9 @@ class Clock:
         except (ValueError, OverflowError):
             errors.add(name, "Must be an ISO 8601 date-time or Unix milliseconds.")
             return None
+        if 0 <= ms < SECONDS_LIKE_BELOW_MS and _is_number(value):
+            errors.add(name, LOOKS_LIKE_SECONDS)
+            return None
         if value.__class__ is str:
             self._read[value] = ms
         return ms
@@ -184,5 +190,15 @@ class Clock:
         return timestamp
 
 
+def _is_number(value: object) -> bool:
+    """Whether a time was sent as a number (or its digits), not as ISO 8601."""
+    if value.__class__ is str:
+        return value.strip().lstrip("-").isdigit()  # type: ignore[attr-defined]
+    return True
+
+
 TOO_EARLY = "Must not be before 1970-01-01T00:00:00Z (after clock-skew correction)."
+LOOKS_LIKE_SECONDS = (
+    "Looks like Unix seconds: send Unix milliseconds (seconds x 1000) or an ISO 8601 date-time."
+)
 TOO_LATE = "Must not be more than 24 hours in the future."

@@ -91,7 +91,7 @@ def test_a_year_1_identify_sent_a_minute_ahead_is_a_400_at_the_segment_endpoint(
 
 @pytest.mark.parametrize("endpoint", ["v2/track", "v1/events"])
 def test_a_call_before_1970_is_a_400(endpoint):
-    body = {"userId": "usr_ann", "user_id": "usr_ann", "event": "E", "timestamp": -1}
+    body = {"userId": "usr_ann", "user_id": "usr_ann", "event": "E", "timestamp": -1000}
     body["api_key"] = "acme-key"
 
     error = refused(endpoint, body, authorization="Basic acme-key")
@@ -100,9 +100,31 @@ def test_a_call_before_1970_is_a_400(endpoint):
 
 
 def test_the_first_millisecond_of_1970_is_accepted():
-    outcome = accept("v2/track", {"userId": "u", "event": "E", "timestamp": 0})
+    body = {"userId": "u", "event": "E", "timestamp": "1970-01-01T00:00:00Z"}
 
-    assert outcome.accepted[0].messages[0]["timestamp"] == 0
+    assert accept("v2/track", body).accepted[0].messages[0]["timestamp"] == 0
+
+
+@pytest.mark.parametrize("seconds", [1_793_527_200, "1793527200", 0, 99_999_999_999])
+def test_a_time_in_unix_seconds_is_a_400_that_says_to_send_milliseconds(seconds):
+    body = {"api_key": "acme-key", "user_id": "u", "event": "E", "timestamp": seconds}
+
+    error = refused("v1/events", body)
+
+    assert error.fields == {"timestamp": [acceptance.fields.LOOKS_LIKE_SECONDS]}
+
+
+def test_a_time_in_unix_milliseconds_from_1973_on_is_taken():
+    body = {"api_key": "acme-key", "user_id": "u", "event": "E", "timestamp": 100_000_000_000}
+
+    assert accept("v1/events", body).accepted[0].messages[0]["timestamp"] == 100_000_000_000
+
+
+def test_segments_test_connection_gets_a_2xx_and_stores_nothing():
+    outcome = accept("segment", {})
+
+    assert (outcome.status, outcome.body, outcome.accepted) == (202, None, [])
+    assert refused("segment", {}, authorization=None).status == 401
 
 
 # --- Traits: 32 levels, 32 KiB, names of 255 characters, storable strings ---------------------
