@@ -23,6 +23,7 @@ from engagement.models import (
     Account,
     AccountScore,
     ScoreFields,
+    ScoringState,
     Segment,
     SegmentMember,
     User,
@@ -144,12 +145,21 @@ def _cached(key: str, workspace: Workspace, compute: Callable[[], T]) -> T:
 
     Counting 100,000 rows costs more than serving the page itself, and the scores behind a ranked
     list refresh about once a minute anyway, so a figure a few seconds old is the better trade.
-    Saving the workspace (new settings) starts afresh.
+    Saving the workspace (new settings) or a score refresh starts afresh.
     """
     seconds = getattr(settings, "READ_API_COUNTS_CACHE_SECONDS", 0)
     if seconds <= 0:
         return compute()
-    cache_key = f"eds:{key}:{workspace.id}:{workspace.updated_at.timestamp()}"
+    # A refresh moves accounts and users from "not scored yet" to "scored": a split counted before
+    # it would point a page at rows that are no longer where it looks (an empty page under a
+    # non-zero total). So each refresh, like each settings change, starts afresh.
+    refreshed_at = (
+        ScoringState.objects.filter(workspace_id=workspace.id)
+        .values_list("refreshed_at", flat=True)
+        .first()
+    )
+    refreshed = refreshed_at.timestamp() if refreshed_at else 0
+    cache_key = f"eds:{key}:{workspace.id}:{workspace.updated_at.timestamp()}:{refreshed}"
     found = cache.get(cache_key)
     if found is None:
         found = compute()

@@ -5,7 +5,9 @@ from datetime import timedelta
 from django.utils import timezone
 
 from engagement.models import Workspace
+from engagement.scoring import workspace_rescore
 from readapi.serializers import AccountSerializer
+from tests.engagement.helpers import apply, group, track
 from tests.readapi.conftest import (
     add_account,
     add_segment,
@@ -348,3 +350,20 @@ def test_deep_pages_from_rank_bookmarks_match_the_ranking(read, acme, settings, 
                 limit,
                 offset,
             )
+
+
+def test_a_first_scoring_never_leaves_an_empty_page_under_a_cached_total(settings, read, acme):
+    # The split between scored and not-yet-scored accounts was cached across the first refresh:
+    # the page looked for the account among the unscored ones, where it no longer was.
+    settings.READ_API_COUNTS_CACHE_SECONDS = 60
+    apply(acme, group("usr_ann", "acct_1"), track("usr_ann", "Login", account="acct_1"))
+    before = read(acme, "/v2/accounts", workspace_id=acme.workspace.id).json()
+    assert [a["tracking_id"] for a in before["data"]] == ["acct_1"]
+
+    workspace_rescore(workspace_id=acme.workspace.id)
+
+    after = read(acme, "/v2/accounts", workspace_id=acme.workspace.id).json()
+    assert after["pagination"]["total"] == 1
+    assert [(a["tracking_id"], a["engagement_score"]) for a in after["data"]] == [("acct_1", 100)]
+    users = read(acme, "/v2/users", workspace_id=acme.workspace.id).json()
+    assert [u["tracking_id"] for u in users["data"]] == ["usr_ann"]
