@@ -36,8 +36,18 @@ class IngestionKey(models.Model):
     def is_active(self) -> bool:
         return self.revoked_at is None
 
+    @property
+    def fingerprint(self) -> str:
+        """What the drop log shows of a key: not secret, enough to tell keys apart."""
+        return key_fingerprint(self.digest)
+
     def __str__(self) -> str:
         return f"{self.key[:6]}… ({self.product})"
+
+
+def key_fingerprint(key_digest: str) -> str:
+    """The first 8 hex digits of a key's SHA-256 digest (the store keeps only the digest)."""
+    return key_digest[:8]
 
 
 class AcceptedRequest(models.Model):
@@ -85,6 +95,9 @@ class DroppedRequest(models.Model):
     reason = models.CharField(max_length=32, choices=Reason.choices)
     detail = models.CharField(max_length=500, blank=True, default="")
     message_count = models.PositiveIntegerField(default=1)
+    # The key the request came with, as IngestionKey.fingerprint shows it: a typo'd key (no
+    # product has it) can be told from a revoked one, and from which deployed app it came.
+    key_fingerprint = models.CharField(max_length=8, blank=True, default="")
     # For an item left out of a Segment-SDK batch: its position in the batch.
     item_index = models.PositiveIntegerField(null=True, blank=True)
     received_at = models.DateTimeField()

@@ -22,6 +22,7 @@ from ingestion.models import (
     DroppedRequest,
     IngestionKey,
     SeenMessage,
+    key_fingerprint,
     seen_message_key,
 )
 from ingestion.pg_copy import copy_rows
@@ -56,6 +57,7 @@ def _drop(row: ClaimedRequest, reason: str, *, product_id: int | None, detail: s
     return DroppedRequest(
         product_id=product_id,
         endpoint=row.endpoint,
+        key_fingerprint=key_fingerprint(row.key_digest),
         reason=reason,
         detail=detail[:500],
         message_count=row.message_count,
@@ -72,6 +74,7 @@ def _marker_drops(row: ClaimedRequest, product_id: int) -> list[DroppedRequest]:
         DroppedRequest(
             product_id=product_id,
             endpoint=row.endpoint,
+            key_fingerprint=key_fingerprint(row.key_digest),
             reason=marker["reason"],
             detail=marker.get("detail", "")[:500],
             message_count=1,
@@ -404,6 +407,7 @@ def _items_drop(search: _Search, items: list[tuple[int, dict]], error: Exception
     return DroppedRequest(
         product_id=search.product_id,
         endpoint=request.endpoint,
+        key_fingerprint=key_fingerprint(request.key_digest),
         reason=DroppedRequest.Reason.APPLY_FAILED,
         detail=(
             f"{what} of the request could not be applied ({type(error).__name__}); {outcome}. "
@@ -699,6 +703,7 @@ def _sort_claimed(
 _DROP_COLUMNS = (
     "product_id",
     "endpoint",
+    "key_fingerprint",
     "reason",
     "detail",
     "message_count",
@@ -722,6 +727,7 @@ def _drops_record(drops: list[DroppedRequest]) -> None:
             (
                 d.product_id,
                 d.endpoint,
+                d.key_fingerprint,
                 d.reason,
                 d.detail,
                 d.message_count,

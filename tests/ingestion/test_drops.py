@@ -139,3 +139,19 @@ def test_a_drop_is_dated_when_the_worker_made_it(acme, post_json, drain):
     before = timezone.now()
     drain()
     assert before <= DroppedRequest.objects.get().dropped_at <= timezone.now()
+
+
+def test_a_drop_shows_a_fingerprint_of_the_key_it_came_with(acme, post_json, drain):
+    # A typo'd key and a revoked one are told apart, and from which deployed app they came,
+    # without the drop log holding a key.
+    typo = acme.key.key[:-1] + ("x" if acme.key.key[-1] != "x" else "y")
+    post_json("/v2/track", {"userId": "u1", "event": "A"}, auth=f"Basic {typo}")
+    ingestion_key_revoke(key_id=acme.key.id)
+    post_json("/v2/track", {"userId": "u1", "event": "A"}, auth=acme.basic)
+    drain()
+
+    drops = {d.reason: d.key_fingerprint for d in DroppedRequest.objects.all()}
+
+    assert drops["revoked_key"] == acme.key.fingerprint
+    assert len(drops["unknown_key"]) == 8 and drops["unknown_key"] != acme.key.fingerprint
+    assert acme.key.key not in str(list(DroppedRequest.objects.values()))
