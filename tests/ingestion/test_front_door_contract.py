@@ -112,7 +112,12 @@ def test_v1_takes_the_key_in_the_body_and_does_not_store_it(door, acme):
     reply = post(
         door,
         "/v1/events",
-        {"api_key": acme.key.key, "user_id": "usr_cy", "event": "Login", "timestamp": 1793527200000},
+        {
+            "api_key": acme.key.key,
+            "user_id": "usr_cy",
+            "event": "Login",
+            "timestamp": 1793527200000,
+        },
     )
     assert reply.status == 202
     [row] = stored()
