@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
-from django.utils import timezone
 
 from ingestion.models import AcceptedRequest, DroppedRequest, IngestionKey, SeenMessage
+from ingestion.services import ingestion_key_create, ingestion_key_revoke
 
 
 @admin.register(IngestionKey)
@@ -13,13 +13,27 @@ class IngestionKeyAdmin(admin.ModelAdmin):
     fields = ["product", "label", "key", "created_at", "revoked_at"]
     actions = ["revoke"]
 
+    list_select_related = ["product"]
+
     def get_readonly_fields(self, request, obj=None):
         return self.readonly_fields + (["product"] if obj else [])
 
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        key = ingestion_key_create(
+            product_id=form.cleaned_data["product"].id, label=form.cleaned_data["label"]
+        )
+        obj.pk = key.pk
+        obj.refresh_from_db()
+
     @admin.action(description="Revoke selected keys (requests sent with them are dropped)")
     def revoke(self, request, queryset):
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-        self.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)
+        active = list(queryset.filter(revoked_at__isnull=True).values_list("id", flat=True))
+        for key_id in active:
+            ingestion_key_revoke(key_id=key_id)
+        self.message_user(request, f"Revoked {len(active)} key(s).", messages.SUCCESS)
 
 
 @admin.register(DroppedRequest)

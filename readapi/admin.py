@@ -1,8 +1,8 @@
 from django import forms
 from django.contrib import admin, messages
-from django.utils import timezone
 
-from readapi.models import ApiToken, generate_token, hash_token
+from readapi.models import ApiToken
+from readapi.services import api_token_create, api_token_revoke
 
 
 class ApiTokenAddForm(forms.ModelForm):
@@ -35,20 +35,23 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return ["name", "product", "prefix", "created_at", "last_used_at", "revoked_at"]
 
     def save_model(self, request, obj, form, change):
-        if not change:
-            plain = generate_token()
-            obj.prefix = plain[:10]
-            obj.token_hash = hash_token(plain)
+        if change:
             super().save_model(request, obj, form, change)
-            self.message_user(
-                request,
-                f"API token created: {plain} (copy it now: it is not shown again).",
-                messages.WARNING,
-            )
             return
-        super().save_model(request, obj, form, change)
+        token, plain = api_token_create(
+            product_id=form.cleaned_data["product"].id, name=form.cleaned_data["name"]
+        )
+        obj.pk = token.pk
+        obj.refresh_from_db()
+        self.message_user(
+            request,
+            f"API token created: {plain} (copy it now: it is not shown again).",
+            messages.WARNING,
+        )
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request, queryset):
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-        self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)
+        active = list(queryset.filter(revoked_at__isnull=True).values_list("id", flat=True))
+        for token_id in active:
+            api_token_revoke(token_id=token_id)
+        self.message_user(request, f"Revoked {len(active)} token(s).", messages.SUCCESS)
