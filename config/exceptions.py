@@ -1,10 +1,33 @@
 """One error body for every API: {"code": ..., "message": ..., "fields": {...}}."""
 
+import logging
 from typing import Any
 
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from kombu.exceptions import OperationalError as BrokerError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
-from rest_framework.views import exception_handler
+from rest_framework.views import exception_handler, set_rollback
+
+logger = logging.getLogger(__name__)
+
+try:  # the shared cache (CACHE_URL) and a Redis broker
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    _REDIS_DOWN: tuple[type[BaseException], ...] = (RedisConnectionError, RedisTimeoutError)
+except ImportError:  # pragma: no cover - redis is in requirements.txt
+    _REDIS_DOWN = ()
+
+# A dependency that cannot be reached (database, its pool, the cache, the broker): the request
+# was fine and may succeed later, so 503 with Retry-After, not a 500 with a traceback.
+DEPENDENCY_DOWN: tuple[type[BaseException], ...] = (
+    OperationalError,
+    InterfaceError,
+    BrokerError,
+    *_REDIS_DOWN,
+)
 
 
 class ApiError(exceptions.APIException):
@@ -47,7 +70,21 @@ def _flatten_fields(detail: Any) -> dict[str, list[str]]:
     return {}
 
 
+def service_unavailable() -> Response:
+    response = Response(
+        error_body("service_unavailable", "The service is unavailable; retry later."),
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+    )
+    response["Retry-After"] = str(settings.INGESTION_RETRY_AFTER_SECONDS)
+    return response
+
+
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, DEPENDENCY_DOWN):
+        # The reason (host, port, driver text) goes to the log only.
+        logger.warning("API answered 503: a dependency is down", exc_info=exc)
+        set_rollback()
+        return service_unavailable()
     if isinstance(exc, ApiError):
         response = Response(
             error_body(exc.code, str(exc.detail), exc.fields), status=exc.status_code

@@ -1,38 +1,52 @@
-"""GET /healthz: is the database reachable, is the broker reachable."""
+"""GET /healthz: is the database reachable, is the broker reachable.
 
+The answer says only "ok" or "down" per dependency: the reason (host, port, driver message) goes
+to the log, never to whoever can reach the endpoint. 503 with Retry-After when one is down.
+"""
+
+import logging
+
+from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
 
 from config.celery import app as celery_app
 
+logger = logging.getLogger(__name__)
 
-def _database_ok() -> tuple[bool, str]:
+
+def _database_ok() -> bool:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
-        return True, "ok"
-    except Exception as exc:  # any failure means "down"; say which
-        return False, f"{type(exc).__name__}: {exc}"[:200]
+        return True
+    except Exception:  # any failure means "down"; the log says why
+        logger.warning("healthz: database down", exc_info=True)
+        return False
 
 
-def _broker_ok() -> tuple[bool, str]:
+def _broker_ok() -> bool:
     try:
         with celery_app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
-        return True, "ok"
-    except Exception as exc:
-        return False, f"{type(exc).__name__}: {exc}"[:200]
+        return True
+    except Exception:
+        logger.warning("healthz: broker down", exc_info=True)
+        return False
 
 
 def healthz(request):
-    database_ok, database_detail = _database_ok()
-    broker_ok, broker_detail = _broker_ok()
+    database_ok = _database_ok()
+    broker_ok = _broker_ok()
     healthy = database_ok and broker_ok
-    return JsonResponse(
+    response = JsonResponse(
         {
             "status": "ok" if healthy else "unavailable",
-            "database": database_detail,
-            "broker": broker_detail,
+            "database": "ok" if database_ok else "down",
+            "broker": "ok" if broker_ok else "down",
         },
         status=200 if healthy else 503,
     )
+    if not healthy:
+        response["Retry-After"] = str(settings.INGESTION_RETRY_AFTER_SECONDS)
+    return response
