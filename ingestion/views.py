@@ -8,12 +8,13 @@ import time
 from django.conf import settings
 from django.http import HttpRequest
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ingestion import acceptance
+from ingestion import schema as openapi
 from ingestion.acceptance import http
 from ingestion.store import store_accepted
 
@@ -77,16 +78,8 @@ class IngestionView(APIView):
     authentication_classes: list = []
     permission_classes: list = []
     parser_classes: list = []
+    schema = openapi.IngestionAutoSchema()
 
-    @extend_schema(
-        request={"application/json": {"type": "object"}},
-        responses={
-            202: OpenApiResponse(description="Accepted and stored durably; empty body."),
-            400: OpenApiResponse(description="Not JSON, not an object, or a field breaks a rule."),
-            413: OpenApiResponse(description="Body larger than 32 KiB (after gunzip)."),
-            503: OpenApiResponse(description="Cannot be stored now; see Retry-After."),
-        },
-    )
     def post(self, request: Request) -> Response:
         return self.accept(request)
 
@@ -116,19 +109,6 @@ class IngestionView(APIView):
 class SegmentBatchView(IngestionView):
     """POST a Segment-SDK batch: 200 `{"success": true}`, with `rejected` items if any."""
 
-    @extend_schema(
-        request={"application/json": {"type": "object"}},
-        responses={
-            200: OpenApiResponse(
-                description='Stored durably: {"success": true}, plus "rejected": '
-                '[{"index", "code", "message"}] for items left out.'
-            ),
-            400: OpenApiResponse(description="Not JSON, not an object, or no 'batch' list."),
-            401: OpenApiResponse(description="No write key (Basic or 'writeKey')."),
-            413: OpenApiResponse(description="Above 512 KiB (after gunzip) or 2,500 items."),
-            503: OpenApiResponse(description="Cannot be stored now; see Retry-After."),
-        },
-    )
     def post(self, request: Request) -> Response:
         return self.accept(request)
 
@@ -136,18 +116,6 @@ class SegmentBatchView(IngestionView):
 class SegmentMessageView(IngestionView):
     """POST one Segment-spec message (identify, group, track, page, screen): 202, empty body."""
 
-    @extend_schema(
-        request={"application/json": {"type": "object"}},
-        responses={
-            202: OpenApiResponse(
-                description="Stored durably; empty body. Unsupported types are dropped later."
-            ),
-            400: OpenApiResponse(description="Not JSON, not an object, or a field breaks a rule."),
-            401: OpenApiResponse(description="No write key (Basic or 'writeKey')."),
-            413: OpenApiResponse(description="Body larger than 32 KiB (after gunzip)."),
-            503: OpenApiResponse(description="Cannot be stored now; see Retry-After."),
-        },
-    )
     def post(self, request: Request) -> Response:
         return self.accept(request)
 
@@ -159,4 +127,8 @@ def ingestion_view(endpoint_name: str):
     name = endpoint_name.replace("/", "_").title().replace("_", "")
     base = _VIEW_BY_KIND.get(acceptance.ENDPOINTS[endpoint_name].takes, IngestionView)
     view_class = type(f"{name}View", (base,), {"endpoint_name": endpoint_name})
+    view_class = extend_schema(
+        request=openapi.request_body(endpoint_name),
+        responses=openapi.responses(endpoint_name),
+    )(view_class)
     return view_class.as_view()

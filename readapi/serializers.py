@@ -428,10 +428,14 @@ class RecordDetailQuery(serializers.Serializer):
 
 class UserListQuery(AccountListQuery):
     match_type = serializers.ChoiceField(
-        choices=list(USER_MATCH_TYPES), required=False, help_text="Look a user up by this."
+        choices=list(USER_MATCH_TYPES),
+        required=False,
+        help_text="Look a user up by this (give match_value too).",
     )
     match_value = serializers.CharField(
-        required=False, max_length=320, help_text="The email or tracking id to look up."
+        required=False,
+        max_length=320,
+        help_text="The email or tracking id to look up (give match_type too).",
     )
 
 
@@ -440,10 +444,12 @@ class SegmentMembersQuery(WindowQuery):
 
 
 class V1AccountQuery(AccountListQuery):
-    id = IdField(required=False, help_text="The account's id.")
+    id = IdField(
+        required=False, help_text="The account's id (or match_type and match_value, not both)."
+    )
     match_type = serializers.CharField(
         required=False,
         max_length=255,
-        help_text="domain, name, tracking_id or any trait name.",
+        help_text="domain, name, tracking_id or any trait name (give match_value too).",
     )
     match_value = serializers.CharField(required=False, max_length=1000)
