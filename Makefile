@@ -23,8 +23,10 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 run: $(BIN)/.installed ## Start web (127.0.0.1:8000; PORT=... to change), worker and scheduler on SQLite, print a demo key
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	# honcho gives each process its own PORT, so the web port travels as WEB_PORT.
-	PATH=$(CURDIR)/$(BIN):$$PATH WEB_PORT=$(PORT) $(BIN)/honcho start -f Procfile
+	# honcho gives each process its own PORT, so the web port travels as WEB_PORT. honcho reads
+	# no .env (-e /dev/null): its values would override the command line's; the service reads
+	# .env itself, below the process's environment (config/env.py).
+	PATH=$(CURDIR)/$(BIN):$$PATH WEB_PORT=$(PORT) $(BIN)/honcho start -f Procfile -e /dev/null
 
 # The embedded mode's SQLite paths are checked too, on the tests that apply and score data.
 EMBEDDED_TESTS := tests/engagement tests/ingestion/test_v1.py tests/ingestion/test_v2.py \

@@ -1,19 +1,58 @@
-"""Small strict readers for settings that come from environment variables."""
+"""Small strict readers for settings that come from environment variables.
+
+An empty value means "use the default", for every reader: `.env.example` loaded verbatim
+(`set -a; . ./.env`, docker `--env-file`, systemd `EnvironmentFile`) sets many variables to "",
+and those must behave exactly as if they were not set at all.
+"""
 
 import os
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _raw(name: str) -> str | None:
+    """The variable's value, or None when it is unset or empty (blank)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    return raw
+
+
+def load_env_file(path: Path) -> None:
+    """Read KEY=VALUE lines from `path` (a `.env`) into the environment, below it: a variable the
+    process already has, even an empty one, keeps its value. So `NAME=value make run` (or any
+    command) always wins over the file. A missing file is no error."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        name, sep, value = line.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise ImproperlyConfigured(f"{path}:{number}: expected NAME=value, got {line!r}")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        os.environ.setdefault(name, value)
 
 
 def env_str(name: str, default: str) -> str:
-    return os.environ.get(name, default)
+    raw = _raw(name)
+    return default if raw is None else raw.strip()
 
 
 def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
+    raw = _raw(name)
     if raw is None:
         return default
     value = raw.strip().lower()
@@ -25,8 +64,8 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
+    raw = _raw(name)
+    if raw is None:
         return default
     try:
         value = int(raw)
@@ -38,19 +77,58 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
-    raw = os.environ.get(name)
+    raw = _raw(name)
     if raw is None:
         return default
-    return [item.strip() for item in raw.split(",") if item.strip()]
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    return items or default
+
+
+def env_path(name: str, default: Path, *, base_dir: Path) -> Path:
+    """A directory; a relative value is taken from the project directory, not from wherever the
+    process happened to start."""
+    raw = _raw(name)
+    path = default if raw is None else Path(raw.strip()).expanduser()
+    if not path.is_absolute():
+        path = base_dir / path
+    return path.resolve()
 
 
 def env_secret(name: str, *, production: bool, embedded_default: str) -> str:
     """A secret: required in production, a fixed development value otherwise."""
-    raw = os.environ.get(name, "")
-    if raw:
-        return raw
+    raw = _raw(name)
+    if raw is not None:
+        return raw.strip()
     if production:
         raise ImproperlyConfigured(
             f"{name} is required when DJANGO_ENV=production; see .env.example"
         )
     return embedded_default
+
+
+def check_static_root(static_root: Path, *, base_dir: Path, data_dir: Path) -> None:
+    """Static files are served to anyone: their root must never be (or contain) the project
+    directory, where `.env` and the code live, nor the data directory, where the SQLite file is."""
+    root = static_root.resolve()
+    for label, directory in (("the project directory", base_dir), ("DATA_DIR", data_dir)):
+        directory = directory.resolve()
+        if root == directory or root in directory.parents:
+            raise ImproperlyConfigured(
+                f"STATIC_ROOT {str(root)!r} is {label} ({str(directory)!r}) or a parent of it: "
+                "every file under it would be served at /static/. Point STATIC_ROOT at a "
+                "directory of its own (default DATA_DIR/static)."
+            )
+
+
+def proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """SECURE_PROXY_SSL_HEADER from a header name such as X-Forwarded-Proto: a request that
+    carries `<header>: https` (set by the TLS-terminating proxy) is secure. Empty: no proxy."""
+    raw = _raw(name)
+    if raw is None:
+        return None
+    header = raw.strip()
+    if not all(part.isalnum() for part in header.split("-")):
+        raise ImproperlyConfigured(
+            f"{name} must be a header name such as X-Forwarded-Proto, got {raw!r}"
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), "https"
