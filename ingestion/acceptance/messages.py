@@ -159,7 +159,7 @@ def segment_message(
         raise RequestError(400, "invalid_message", "Each message must be a JSON object.")
     errors = FieldErrors()
     kind = data.get("type")
-    if kind not in SEGMENT_TYPES:  # else a type as SDKs send it: no need to normalise it
+    if kind.__class__ is not str or kind not in SEGMENT_TYPES:  # else as SDKs send it
         if kind.__class__ is not str or not kind.strip():
             errors.add("type", "This field is required: identify, group, track, page or screen.")
             errors.raise_if_any()

@@ -231,3 +231,12 @@ def test_the_key_digest_cache_keeps_no_long_header():
     keys.digest_from_basic_header("Basic short-key")
 
     assert list(keys._header_digests) == ["Basic short-key"]
+
+
+@pytest.mark.parametrize("kind", [{}, [], 5, None, " "])
+def test_a_type_that_is_not_a_name_is_a_field_error_never_an_error_of_ours(kind):
+    error = refused("segment", {"type": kind, "userId": "u", "event": "E"})
+
+    assert (error.status, list(error.fields)) == (400, ["type"])
+    batch = accept("v1/batch", {"batch": [{"type": kind, "userId": "u"}, track()]})
+    assert [r["index"] for r in batch.body["rejected"]] == [0]
