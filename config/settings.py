@@ -4,20 +4,35 @@ Embedded mode (the default) needs no server: SQLite and a filesystem broker unde
 DJANGO_ENV=production refuses to start without its secrets, a database URL and a broker URL.
 """
 
+import os
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_int, env_list, env_secret, env_str
+from config.env import (
+    check_static_root,
+    env_bool,
+    env_int,
+    env_list,
+    env_path,
+    env_secret,
+    env_str,
+    load_env_file,
+    proxy_ssl_header,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# A .env in the project directory (or the file ENV_FILE names) fills in what the process's own
+# environment does not set: the command line always wins over the file.
+load_env_file(Path(os.environ.get("ENV_FILE") or BASE_DIR / ".env"))
 DJANGO_ENV = env_str("DJANGO_ENV", "embedded")
 if DJANGO_ENV not in {"embedded", "production"}:
     raise ImproperlyConfigured(f"DJANGO_ENV must be 'embedded' or 'production', got {DJANGO_ENV!r}")
 PRODUCTION = DJANGO_ENV == "production"
-DATA_DIR = Path(env_str("DATA_DIR", str(BASE_DIR / ".data")))
+DATA_DIR = env_path("DATA_DIR", BASE_DIR / ".data", base_dir=BASE_DIR)
 
 SECRET_KEY = env_secret(
     "SECRET_KEY", production=PRODUCTION, embedded_default="embedded-mode-only-not-secret"
@@ -44,7 +59,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_celery_beat",
+    "axes",
     "config",
     "engagement",
     "ingestion",
@@ -61,7 +78,20 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into its lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Admin logins are throttled by django-axes: AxesStandaloneBackend refuses a locked-out
+# username+IP before ModelBackend checks the password.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = 10
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -246,8 +276,11 @@ if _cache_url:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-# Requests per API token, "<n>/<second|minute|hour|day>"; empty turns throttling off.
-READ_API_THROTTLE_RATE = env_str("READ_API_THROTTLE_RATE", "1200/minute").strip()
+# Requests per API token, "<n>/<second|minute|hour|day>"; "off" turns throttling off (empty: the
+# default, as for every setting).
+READ_API_THROTTLE_RATE = env_str("READ_API_THROTTLE_RATE", "1200/minute")
+if READ_API_THROTTLE_RATE.lower() == "off":
+    READ_API_THROTTLE_RATE = ""
 if READ_API_THROTTLE_RATE and not re.fullmatch(
     r"[0-9]+/(s|sec|second|m|min|minute|h|hour|d|day)", READ_API_THROTTLE_RATE
 ):
@@ -272,11 +305,24 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Ingestion API (v1, v2, Segment-family) and read API.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # /api/docs/ works offline: Swagger UI and Redoc come from the pinned sidecar package, served
+    # as the service's own static files, never from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # One schema: paths without the optional trailing slash ingestion also accepts.
+    "PREPROCESSING_HOOKS": ["ingestion.schema.without_optional_slash"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "ingestion.schema.body_required",
+        "readapi.schema.postprocess",
+    ],
 }
 
 # --- Static files, i18n, logging -----------------------------------------------------------
 STATIC_URL = "static/"
-STATIC_ROOT = Path(env_str("STATIC_ROOT", str(DATA_DIR / "static")))
+STATIC_ROOT = env_path("STATIC_ROOT", DATA_DIR / "static", base_dir=BASE_DIR)
+check_static_root(STATIC_ROOT, base_dir=BASE_DIR, data_dir=DATA_DIR)
 if not PRODUCTION:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STORAGES = {
@@ -298,3 +344,15 @@ LOGGING = {
 if PRODUCTION:
     SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
     CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
+    # HTTPS only: browsers are told to come back over HTTPS for a year (the header is ignored on
+    # plain HTTP, so it costs nothing there).
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
+    # Off by default so plain-HTTP setups (local production runs, tests, benchmarks) keep working;
+    # the README's production variables turn it on. /healthz is never redirected (probes).
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    # Behind a TLS-terminating proxy: the header it sets to "https" (e.g. X-Forwarded-Proto).
+    # Only set it when the proxy always sets (or strips) that header.
+    SECURE_PROXY_SSL_HEADER = proxy_ssl_header("SECURE_PROXY_SSL_HEADER")

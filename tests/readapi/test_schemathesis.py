@@ -239,13 +239,6 @@ def test_read_api_passes_every_schemathesis_check(live_server, tenant, tmp_path)
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A server bug schemathesis found: POST /segment with a non-string 'type' ({} or []) "
-    "answers 500, and a batch holding such an item too (ingestion/acceptance/messages.py, "
-    "segment_message: `kind not in SEGMENT_TYPES` hashes it). With such cases left out, every "
-    "other check passes; remove this mark with the fix.",
-)
 def test_ingestion_passes_every_schemathesis_check(live_server, tenant, tmp_path):
     run_schemathesis(
         live_server,
@@ -254,9 +247,9 @@ def test_ingestion_passes_every_schemathesis_check(live_server, tenant, tmp_path
         INGESTION_PATHS,
         "--auth",
         f"{tenant.key.key}:",
-        # Not yet: v2 answers a missing or malformed key with 400, not 401, and takes any
-        # well-formed key (an unknown one is dropped when applied), which these two checks
-        # report (see the report of issue 16, item 4). Every other check runs.
+        # By design (the specification and docs/ingestion.md): v2 answers a missing or malformed
+        # key with 400, not 401, and takes any well-formed key (an unknown one is accepted, then
+        # dropped and recorded), which these two checks would report. Every other check runs.
         "--exclude-checks",
         "ignored_auth,missing_required_header",
     )
