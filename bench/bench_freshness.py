@@ -69,7 +69,7 @@ def service_env() -> dict[str, str]:
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "DATABASE_URL": f"{PG_URL}/{DB_NAME}",
             "CELERY_BROKER_URL": BROKER_URL,
-            "READ_API_THROTTLE_RATE": "",
+            "READ_API_THROTTLE_RATE": "off",
             "STATIC_ROOT": str(static_root),
             "LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(ROOT),
