@@ -6,7 +6,7 @@ from ingestion.services import ingestion_key_create, ingestion_key_revoke
 
 @admin.register(IngestionKey)
 class IngestionKeyAdmin(admin.ModelAdmin):
-    list_display = ["key", "product", "label", "created_at", "revoked_at"]
+    list_display = ["key", "fingerprint", "product", "label", "created_at", "revoked_at"]
     list_filter = ["product", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["label", "product__name"]
     readonly_fields = ["key", "created_at", "revoked_at"]
@@ -45,13 +45,14 @@ class DroppedRequestAdmin(admin.ModelAdmin):
         "reason",
         "endpoint",
         "product",
+        "key_fingerprint",
         "message_count",
         "item_index",
         "detail",
     ]
     list_filter = ["reason", "endpoint", "product"]
     date_hierarchy = "dropped_at"
-    search_fields = ["detail"]
+    search_fields = ["detail", "=key_fingerprint"]
 
     def has_add_permission(self, request):
         return False

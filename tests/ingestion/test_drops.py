@@ -155,3 +155,21 @@ def test_a_drop_shows_a_fingerprint_of_the_key_it_came_with(acme, post_json, dra
     assert drops["revoked_key"] == acme.key.fingerprint
     assert len(drops["unknown_key"]) == 8 and drops["unknown_key"] != acme.key.fingerprint
     assert acme.key.key not in str(list(DroppedRequest.objects.values()))
+
+
+def test_the_admin_shows_the_fingerprint_a_drop_and_its_key_share(acme, admin_client, drain):
+    ingestion_key_revoke(key_id=acme.key.id)
+    AcceptedRequest.objects.create(
+        received_at=timezone.now(),
+        endpoint="v2/track",
+        key_digest=acme.key.digest,
+        messages=[{"type": "track", "timestamp": 1_750_000_000_000, "userId": "u", "event": "A"}],
+    )
+    drain()
+
+    drops = admin_client.get("/admin/ingestion/droppedrequest/", {"q": acme.key.fingerprint})
+    keys = admin_client.get("/admin/ingestion/ingestionkey/")
+
+    assert drops.status_code == 200 and acme.key.fingerprint in drops.content.decode()
+    assert "revoked_key" in drops.content.decode() or "Revoked" in drops.content.decode()
+    assert acme.key.fingerprint in keys.content.decode()
