@@ -113,18 +113,17 @@ def _accept(
     exact: bool,
 ) -> Outcome:
     clock = Clock(now_ms, limits.clock_skew_ms)
+    limit = body_limit(endpoint.name, limits)
     if endpoint.takes == CALL:
         if not endpoint.key_in_body:  # a bad key is answered before a bad body
             digest = digest_from_basic_header(authorization)
-        body = read_body(raw, content_encoding, limits.single)
-        reading = parse_json_object(body, exact=exact)
+        reading = parse_json_object(read_body(raw, content_encoding, limit), exact=exact)
         if endpoint.key_in_body:
             digest = digest_key(key_from_body(reading.data))
         assert endpoint.rule is not None
         message = endpoint.rule(reading.data, clock, endpoint.names, reading)
         return Outcome([Accepted(endpoint.name, digest, [message])])
 
-    limit = limits.batch if endpoint.takes == BATCH else limits.single
     reading = parse_json_object(read_body(raw, content_encoding, limit), exact=exact)
     digest = segment_key_digest(reading.data, authorization)
     if endpoint.takes == SEGMENT:
