@@ -4,7 +4,10 @@ import re
 import shlex
 from io import StringIO
 
+import pytest
+
 from django.core.management import call_command
+from django.utils import timezone
 
 from engagement.models import AccountScore, Workspace
 from engagement.scoring import workspace_rescore
@@ -42,11 +45,49 @@ def test_the_printed_curl_lines_are_accepted_and_give_the_account_a_score(db, cl
     assert (account.engagement_score, account.total_users, account.active_users) == (100, 1, 1)
 
 
-def test_each_run_issues_a_fresh_token_and_revokes_the_previous_one(db):
-    first = re.search(r"API token:\s+(eds_\S+)", run_demo()).group(1)
-    second = re.search(r"API token:\s+(eds_\S+)", run_demo()).group(1)
+@pytest.fixture(autouse=True)
+def demo_data_dir(settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    return tmp_path
+
+
+def printed_token(printed: str) -> str:
+    return re.search(r"API token:\s+(eds_\S+)", printed).group(1)
+
+
+def test_a_restart_prints_the_same_token_and_it_still_reads(db, client, demo_data_dir):
+    first = printed_token(run_demo())
+    second = printed_token(run_demo())
+
+    assert first == second
+    assert ApiToken.objects.filter(name="demo (make run)", revoked_at__isnull=True).count() == 1
+    assert (demo_data_dir / "demo-api-token").stat().st_mode & 0o077 == 0
+    workspace = Workspace.objects.get(product__name="Demo product")
+    response = client.get(
+        f"/v2/accounts?workspace_id={workspace.id}", HTTP_AUTHORIZATION=f"Bearer {first}"
+    )
+    assert response.status_code == 200
+
+
+def test_a_revoked_remembered_token_is_replaced(db, client):
+    first = printed_token(run_demo())
+    ApiToken.objects.filter(name="demo (make run)").update(revoked_at=timezone.now())
+
+    second = printed_token(run_demo())
+
+    assert second != first
+    assert ApiToken.objects.filter(name="demo (make run)", revoked_at__isnull=True).count() == 1
+
+
+def test_new_token_revokes_the_previous_one(db):
+    first = printed_token(run_demo())
+    out = StringIO()
+    call_command("demo_credentials", "--base-url", "http://testserver", "--new-token", stdout=out)
+    second = printed_token(out.getvalue())
 
     assert first != second
     demo_tokens = ApiToken.objects.filter(name="demo (make run)")
     assert demo_tokens.count() == 2
-    assert demo_tokens.filter(revoked_at__isnull=True).count() == 1
+    assert list(demo_tokens.filter(revoked_at__isnull=True)) == [
+        ApiToken.objects.get(prefix=second[:10])
+    ]

@@ -2,7 +2,9 @@ import os
 import signal
 import time
 import urllib.request
+from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
@@ -11,6 +13,7 @@ from engagement.services import product_create
 from ingestion.models import IngestionKey
 from ingestion.services import ingestion_key_create
 from readapi.models import ApiToken
+from readapi.selectors import active_api_token
 from readapi.services import api_token_create, api_token_revoke
 
 DEMO_PRODUCT = "Demo product"
@@ -18,6 +21,26 @@ DEMO_TOKEN_NAME = "demo (make run)"  # noqa: S105 (a label)
 # The user joins the account first: an account scores the mean of its users' scores.
 DEMO_IDENTIFY = '{"userId": "usr_123", "groupId": "acme", "traits": {"email": "ann@acme.example"}}'
 DEMO_EVENT = '{"userId": "usr_123", "event": "Report_Created", "context": {"groupId": "acme"}}'
+
+
+def _demo_token_file() -> Path:
+    # Beside the embedded database, which holds everything the token can read anyway.
+    return Path(settings.DATA_DIR) / "demo-api-token"
+
+
+def _remembered_demo_token(product_id: int) -> str | None:
+    try:
+        plain = _demo_token_file().read_text().strip()
+    except OSError:
+        return None
+    return plain if plain and active_api_token(product_id=product_id, plain=plain) else None
+
+
+def _remember_demo_token(plain: str) -> None:
+    path = _demo_token_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600, exist_ok=True)
+    path.write_text(plain + "\n")
 
 
 def _wait_until_healthy(url: str, timeout: float) -> None:
@@ -35,8 +58,9 @@ def _wait_until_healthy(url: str, timeout: float) -> None:
 
 class Command(BaseCommand):
     help = (
-        "Make sure the demo product exists and print its ingestion key, a fresh API token "
-        "(the previous demo token is revoked) and curl lines that work as printed."
+        "Make sure the demo product exists and print its ingestion key, its API token and curl "
+        "lines that work as printed. The token printed last time is printed again while it is "
+        "valid (it is kept in DATA_DIR/demo-api-token); --new-token revokes it and issues another."
     )
 
     def add_arguments(self, parser):
@@ -48,7 +72,20 @@ class Command(BaseCommand):
             "so the lines come after the services' start-up output and honcho keeps going).",
         )
 
-    def handle(self, *args, base_url: str | None = None, wait: bool = False, **options):
+        parser.add_argument(
+            "--new-token",
+            action="store_true",
+            help="Revoke the demo API tokens and issue a new one.",
+        )
+
+    def handle(
+        self,
+        *args,
+        base_url: str | None = None,
+        wait: bool = False,
+        new_token: bool = False,
+        **options,
+    ):
         base_url = base_url or f"http://127.0.0.1:{os.environ.get('PORT', '8000')}"
         if wait:
             _wait_until_healthy(f"{base_url}/healthz", timeout=120)
@@ -61,11 +98,15 @@ class Command(BaseCommand):
                 .order_by("created_at")
                 .first()
             ) or ingestion_key_create(product_id=product.id, label="demo")
-            for old in ApiToken.objects.filter(
-                product=product, name=DEMO_TOKEN_NAME, revoked_at__isnull=True
-            ):
-                api_token_revoke(token_id=old.id)
-            _, token = api_token_create(product_id=product.id, name=DEMO_TOKEN_NAME)
+            token = None if new_token else _remembered_demo_token(product.id)
+            if token is None:
+                if new_token:
+                    for old in ApiToken.objects.filter(
+                        product=product, name=DEMO_TOKEN_NAME, revoked_at__isnull=True
+                    ):
+                        api_token_revoke(token_id=old.id)
+                _, token = api_token_create(product_id=product.id, name=DEMO_TOKEN_NAME)
+                _remember_demo_token(token)
             workspace = product.workspaces.order_by("id").first()
 
         def post(path: str, body: str) -> str:
