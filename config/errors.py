@@ -1,5 +1,6 @@
-"""Django's own 404 and 500 pages, in the API's one error body for API paths."""
+"""Django's own 400, 403, 404 and 500 pages, in the API's one error body for API paths."""
 
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
@@ -10,6 +11,24 @@ _API_PREFIXES = ("/v1/", "/v2/", "/segment", "/api/")
 
 def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith(_API_PREFIXES)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _is_api(request):
+        if isinstance(exception, DisallowedHost):
+            message = "The Host header names a host this service does not serve."
+        else:
+            message = "The request is not valid HTTP for this service."
+        return JsonResponse(error_body("bad_request", message), status=400)
+    return defaults.bad_request(request, exception)
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _is_api(request):
+        return JsonResponse(
+            error_body("permission_denied", "You may not do this."), status=403
+        )
+    return defaults.permission_denied(request, exception)
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

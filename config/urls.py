@@ -3,8 +3,10 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.health import healthz
+from config.landing import landing
 
 urlpatterns = [
+    path("", landing, name="landing"),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
@@ -13,5 +15,7 @@ urlpatterns = [
     path("", include("ingestion.urls")),
 ]
 
+handler400 = "config.errors.bad_request"
+handler403 = "config.errors.permission_denied"
 handler404 = "config.errors.not_found"
 handler500 = "config.errors.server_error"

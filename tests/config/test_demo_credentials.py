@@ -5,7 +5,6 @@ import shlex
 from io import StringIO
 
 import pytest
-
 from django.core.management import call_command
 from django.utils import timezone
 

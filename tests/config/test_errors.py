@@ -15,3 +15,24 @@ def test_other_unknown_paths_keep_the_html_page(client, db, settings):
 
     assert response.status_code == 404
     assert response["Content-Type"].startswith("text/html")
+
+
+def test_a_host_the_service_does_not_serve_is_a_json_400_on_api_paths(client, db, settings):
+    settings.DEBUG = False
+    settings.ALLOWED_HOSTS = ["eds.example"]
+    response = client.get("/v2/workspaces", HTTP_HOST="evil.example")
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "code": "bad_request",
+        "message": "The Host header names a host this service does not serve.",
+    }
+
+
+def test_a_refused_host_on_a_page_keeps_the_html_400(client, db, settings):
+    settings.DEBUG = False
+    settings.ALLOWED_HOSTS = ["eds.example"]
+    response = client.get("/admin/login/", HTTP_HOST="evil.example")
+
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("text/html")
