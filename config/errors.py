@@ -25,9 +25,7 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
     if _is_api(request):
-        return JsonResponse(
-            error_body("permission_denied", "You may not do this."), status=403
-        )
+        return JsonResponse(error_body("permission_denied", "You may not do this."), status=403)
     return defaults.permission_denied(request, exception)
 
 
