@@ -422,3 +422,56 @@ class SegmentMember(models.Model):
                 name="segment_member_one_target",
             ),
         ]
+
+
+# Score history: one row per (user or account, workspace, past UTC day) whose score or raw score
+# was not zero that day; a missing row reads as 0. Today's point is the live score row. Derived
+# rows like the scores (no database foreign keys; deletes cascade through the ORM); the primary
+# key leads with the user (or account) so that one's history is one index range and a cascading
+# delete finds its rows, and a day's rows are inserted in that order, one pass over the index.
+
+
+class UserScoreDay(models.Model):
+    pk = models.CompositePrimaryKey("user_id", "workspace_id", "day")
+    user = models.ForeignKey(
+        User, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    day = models.DateField()
+    engagement_score = models.PositiveSmallIntegerField()
+    raw_score = models.FloatField()
+
+
+class AccountScoreDay(models.Model):
+    pk = models.CompositePrimaryKey("account_id", "workspace_id", "day")
+    account = models.ForeignKey(
+        Account, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    day = models.DateField()
+    engagement_score = models.PositiveSmallIntegerField()
+    raw_score = models.FloatField()
+
+
+class ScoreHistoryState(models.Model):
+    """How far a workspace's stored history goes, and under which settings it was computed."""
+
+    workspace = models.OneToOneField(
+        Workspace, on_delete=models.CASCADE, primary_key=True, related_name="score_history_state"
+    )
+    # Every past day up to this one is stored (None: never built).
+    built_through = models.DateField(null=True, blank=True)
+    # Digest of lookback, cap, filter and weights the stored days were computed with.
+    config_digest = models.CharField(max_length=64, blank=True, default="")
+    # Rollups changed after this instant (less the scoring overlap) may be a backfill of past
+    # days not yet reflected.
+    checked_through = models.DateTimeField(null=True, blank=True)
+    last_run_ms = models.PositiveIntegerField(default=0)
+    last_days = models.PositiveIntegerField(default=0)  # days recomputed by the last run
+
+    def __str__(self) -> str:
+        return f"score history of workspace {self.workspace_id}"
