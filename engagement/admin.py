@@ -18,6 +18,7 @@ from engagement.models import (
     EventWeight,
     Membership,
     Product,
+    ProductMembership,
     ScoringState,
     Segment,
     SegmentMember,
@@ -32,10 +33,25 @@ from engagement.services import product_create
 MARKETPLACE_PREFIX = "am."
 
 
+class ProductMembershipInline(admin.TabularInline):
+    """Who sees this product in the dashboard: viewers read, managers also configure it."""
+
+    model = ProductMembership
+    extra = 1
+    autocomplete_fields = ["user"]
+    fields = ["user", "role", "created_at"]
+    readonly_fields = ["created_at"]
+
+
 @admin.register(Product)
 class ProductAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "created_at"]
     search_fields = ["name"]
+    inlines = [ProductMembershipInline]
+
+    def get_inlines(self, request, obj):
+        # Members are granted on an existing product: the add page only names it.
+        return self.inlines if obj is not None else []
 
     def save_model(self, request, obj, form, change):
         if change:

@@ -1,5 +1,6 @@
 """The domain: products, workspaces, users, accounts, their links, events and daily rollups."""
 
+from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -422,6 +423,31 @@ class SegmentMember(models.Model):
                 name="segment_member_one_target",
             ),
         ]
+
+
+class ProductMembership(models.Model):
+    """Who may see a product in the dashboard: a viewer reads, a manager also configures the
+    product's connections (the marketplace). Superusers need none: they see every product."""
+
+    class Role(models.TextChoices):
+        VIEWER = "viewer", "Viewer"
+        MANAGER = "manager", "Manager"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="product_memberships"
+    )
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "product"], name="product_membership_unique")
+        ]
+        verbose_name = "product member"
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.get_role_display()}) of {self.product}"
 
 
 # Score history: one row per (user or account, workspace, past UTC day) whose score or raw score

@@ -1,0 +1,49 @@
+"""Who may see and manage which product: the per-product membership granted in the admin.
+
+Superusers see and manage every product; anyone else sees the products they are a member of
+(viewer or manager) and manages those where they are a manager. Inactive users see nothing.
+"""
+
+from django.db.models import QuerySet
+
+from engagement.models import Product, ProductMembership
+
+
+def products_visible_to(user) -> QuerySet[Product]:
+    """The products this user may read, by name."""
+    if not (user.is_authenticated and user.is_active):
+        return Product.objects.none()
+    products = Product.objects.order_by("name", "id")
+    if user.is_superuser:
+        return products
+    return products.filter(memberships__user=user)
+
+
+def can_view_product(user, product_id: int) -> bool:
+    return products_visible_to(user).filter(id=product_id).exists()
+
+
+def can_manage_product(user, product: Product | int) -> bool:
+    """True for a superuser, or a member of this product with the manager role."""
+    if not (user.is_authenticated and user.is_active):
+        return False
+    if user.is_superuser:
+        return True
+    product_id = product if isinstance(product, int) else product.pk
+    return ProductMembership.objects.filter(
+        user=user, product_id=product_id, role=ProductMembership.Role.MANAGER
+    ).exists()
+
+
+def product_role(user, product_id: int) -> str | None:
+    """The role of this user in this product (None: no access); superusers manage every product."""
+    if not (user.is_authenticated and user.is_active):
+        return None
+    if user.is_superuser:
+        exists = Product.objects.filter(id=product_id).exists()
+        return ProductMembership.Role.MANAGER if exists else None
+    return (
+        ProductMembership.objects.filter(user=user, product_id=product_id)
+        .values_list("role", flat=True)
+        .first()
+    )
