@@ -22,8 +22,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Min
 from django.utils import timezone
 
+from engagement.history_build import HistoryBuilder
 from engagement.models import (
     AccountScore,
     AccountScoreDay,
@@ -44,6 +46,9 @@ HISTORY_DEFAULT_DAYS = 30
 # How often, at most, a run looks for rollups of past days changed by a backfill (a scan of
 # the product's rollups changed since the last look).
 BACKFILL_CHECK_SECONDS = 3600
+# Points older than HISTORY_MAX_DAYS are deleted once this many days have aged out, so the
+# scan that finds them runs about monthly rather than daily.
+PRUNE_SLACK = datetime.timedelta(days=30)
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,10 @@ def _check_days(days: int) -> None:
 
 
 def _series(
-    *, stored: dict[datetime.date, tuple[int, float]], live: tuple[int, float], days: int,
+    *,
+    stored: dict[datetime.date, tuple[int, float]],
+    live: tuple[int, float],
+    days: int,
     today: datetime.date,
 ) -> list[ScorePoint]:
     """`days` points, oldest first, ending with today's live score; a day not stored is 0."""
@@ -88,7 +96,10 @@ def _series(
 
 
 def user_score_history(
-    *, workspace_id: int, user_id: int, days: int = HISTORY_DEFAULT_DAYS,
+    *,
+    workspace_id: int,
+    user_id: int,
+    days: int = HISTORY_DEFAULT_DAYS,
     today: datetime.date | None = None,
 ) -> list[ScorePoint]:
     """The user's daily scores in the workspace over the last `days` UTC days, today last.
@@ -114,7 +125,10 @@ def user_score_history(
 
 
 def account_score_history(
-    *, workspace_id: int, account_id: int, days: int = HISTORY_DEFAULT_DAYS,
+    *,
+    workspace_id: int,
+    account_id: int,
+    days: int = HISTORY_DEFAULT_DAYS,
     today: datetime.date | None = None,
 ) -> list[ScorePoint]:
     """The account's daily scores in the workspace over the last `days` UTC days, today last.
@@ -137,3 +151,137 @@ def account_score_history(
         days=days,
         today=today,
     )
+
+
+# --- keeping it up to date --------------------------------------------------------------------
+
+
+def score_history_is_due(*, workspace: Workspace, now: datetime.datetime | None = None) -> bool:
+    """Cheap check: a day ended since the last run, the settings changed, the history was never
+    built, or it is time to look for a backfill of past days."""
+    now = now or timezone.now()
+    state = ScoreHistoryState.objects.filter(workspace_id=workspace.id).first()
+    if state is None or state.built_through is None or state.checked_through is None:
+        return True
+    if state.built_through < now.astimezone(datetime.UTC).date() - datetime.timedelta(days=1):
+        return True
+    if state.config_digest != workspace_config_digest(workspace=workspace):
+        return True
+    return state.checked_through <= now - datetime.timedelta(seconds=BACKFILL_CHECK_SECONDS)
+
+
+def score_history_update(
+    *, workspace_id: int, now: datetime.datetime | None = None
+) -> HistoryResult:
+    """Bring the workspace's stored history up to yesterday.
+
+    In full (the past HISTORY_MAX_DAYS days) when it was never built or the settings changed;
+    otherwise the days that ended since the last run, and every day from the earliest one whose
+    rollups changed since the last run (a backfill). One transaction holding the workspace's
+    ScoreHistoryState row: a second run returns "busy" at once.
+    """
+    now = now or timezone.now()
+    started = time.monotonic()
+    today = now.astimezone(datetime.UTC).date()
+    yesterday = today - datetime.timedelta(days=1)
+    horizon = today - datetime.timedelta(days=HISTORY_MAX_DAYS - 1)
+    ScoreHistoryState.objects.get_or_create(workspace_id=workspace_id)
+    with transaction.atomic():
+        state = (
+            ScoreHistoryState.objects.select_for_update(skip_locked=True)
+            .filter(workspace_id=workspace_id)
+            .first()
+        )
+        if state is None:
+            return HistoryResult(workspace_id=workspace_id, mode="busy")
+        workspace = Workspace.objects.get(id=workspace_id)
+        digest = workspace_config_digest(workspace=workspace)
+        rebuild = (
+            state.built_through is None
+            or state.built_through < horizon
+            or state.config_digest != digest
+        )
+        if rebuild:
+            first = horizon
+            _delete_points(workspace_id=workspace_id)
+            state.built_from = horizon
+        else:
+            first = state.built_through + datetime.timedelta(days=1)
+            backfilled = _first_changed_day(workspace=workspace, state=state)
+            if backfilled is not None and backfilled < first:
+                first = max(backfilled, state.built_from or horizon)
+                _delete_points(workspace_id=workspace_id, from_day=first)
+        user_points = account_points = 0
+        if first <= yesterday:
+            builder = HistoryBuilder(workspace=workspace, first=first, last=yesterday)
+            try:
+                user_points, account_points = builder.build()
+            finally:
+                builder.close()
+        if state.built_from is not None and state.built_from < horizon - PRUNE_SLACK:
+            _delete_points(workspace_id=workspace_id, before_day=horizon)
+            state.built_from = horizon
+        duration_ms = int((time.monotonic() - started) * 1000)
+        state.built_through = yesterday
+        state.config_digest = digest
+        state.checked_through = now
+        state.last_run_ms = duration_ms
+        state.last_days = max(0, (yesterday - first).days + 1)
+        state.save()
+    mode = "rebuilt" if rebuild else ("updated" if first <= yesterday else "idle")
+    logger.info(
+        "score history %s workspace=%s days=%s users=%s accounts=%s in %s ms",
+        mode,
+        workspace_id,
+        state.last_days,
+        user_points,
+        account_points,
+        duration_ms,
+    )
+    return HistoryResult(
+        workspace_id=workspace_id,
+        mode=mode,
+        first_day=first if first <= yesterday else None,
+        last_day=yesterday if first <= yesterday else None,
+        user_points=user_points,
+        account_points=account_points,
+        duration_ms=duration_ms,
+    )
+
+
+def _first_changed_day(*, workspace: Workspace, state: ScoreHistoryState) -> datetime.date | None:
+    """The earliest stored day whose rollups changed since the last run (late or backfilled
+    events). A scan of the product's rollups, which is why it runs at most hourly and daily."""
+    if state.checked_through is None or state.built_through is None:
+        return None
+    since = state.checked_through - datetime.timedelta(
+        seconds=settings.SCORING_WATERMARK_OVERLAP_SECONDS
+    )
+    return (
+        EventRollup.objects.filter(
+            product_id=workspace.product_id,
+            updated_at__gt=since,
+            day__lte=state.built_through,
+        )
+        .order_by()
+        .aggregate(first=Min("day"))["first"]
+    )
+
+
+def _delete_points(
+    *,
+    workspace_id: int,
+    from_day: datetime.date | None = None,
+    before_day: datetime.date | None = None,
+) -> None:
+    """Delete the workspace's stored points: all, from a day on, or before a day."""
+    where, params = "workspace_id = %s", [workspace_id]
+    if from_day is not None:
+        where += " AND day >= %s"
+        params.append(connection.ops.adapt_datefield_value(from_day))
+    if before_day is not None:
+        where += " AND day < %s"
+        params.append(connection.ops.adapt_datefield_value(before_day))
+    with connection.cursor() as cursor:
+        for table in ("engagement_userscoreday", "engagement_accountscoreday"):
+            cursor.execute(f"DELETE FROM {table} WHERE {where}", params)  # noqa: S608

@@ -489,7 +489,8 @@ class ScoreHistoryState(models.Model):
     workspace = models.OneToOneField(
         Workspace, on_delete=models.CASCADE, primary_key=True, related_name="score_history_state"
     )
-    # Every past day up to this one is stored (None: never built).
+    # Every past day from `built_from` to `built_through` is stored (None: never built).
+    built_from = models.DateField(null=True, blank=True)
     built_through = models.DateField(null=True, blank=True)
     # Digest of lookback, cap, filter and weights the stored days were computed with.
     config_digest = models.CharField(max_length=64, blank=True, default="")

@@ -1,0 +1,255 @@
+"""Score history on hand-computed examples, and every stored day against a rescore as of that day."""
+
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from engagement.history import (
+    HISTORY_MAX_DAYS,
+    account_score_history,
+    score_history_is_due,
+    score_history_update,
+    user_score_history,
+)
+from engagement.models import (
+    Account,
+    AccountScore,
+    AccountScoreDay,
+    EventRollup,
+    EventWeight,
+    User,
+    UserScore,
+    UserScoreDay,
+)
+from engagement.scoring import workspace_rescore
+from tests.engagement.helpers import apply, group, track
+from tests.engagement.test_scoring import configure
+
+
+def today() -> date:
+    return datetime.now(UTC).date()
+
+
+def day(days_ago: int) -> date:
+    return today() - timedelta(days=days_ago)
+
+
+def end_of(day_: date) -> datetime:
+    return datetime(day_.year, day_.month, day_.day, 23, 59, tzinfo=UTC)
+
+
+def user_id(tenant, tracking_id: str) -> int:
+    return User.objects.get(product=tenant.product, tracking_id=tracking_id).id
+
+
+def account_id(tenant, tracking_id: str) -> int:
+    return Account.objects.get(product=tenant.product, tracking_id=tracking_id).id
+
+
+def scores(points) -> list[int]:
+    return [point.engagement_score for point in points]
+
+
+@pytest.fixture
+def ada_and_bob(acme):
+    """Lookback 7. Ada reports 4 times ten days ago, then nothing; Bob reports once a day from
+    ten days ago to today. Both belong to account Acme Corp; the events are its events."""
+    configure(acme, lookback=7)
+    apply(
+        acme,
+        group("ada", "acme-corp"),
+        group("bob", "acme-corp"),
+        track("ada", "report", days_ago=10, times=4, account="acme-corp"),
+        *(track("bob", "report", days_ago=k, account="acme-corp") for k in range(11)),
+    )
+    # The data arrived an hour ago: a history built now has seen it (no backfill since).
+    EventRollup.objects.update(updated_at=datetime.now(UTC) - timedelta(hours=1))
+    workspace_rescore(workspace_id=acme.workspace.id)
+    return acme
+
+
+def test_a_user_active_only_in_the_first_days_decays_to_zero(ada_and_bob):
+    acme = ada_and_bob
+    result = score_history_update(workspace_id=acme.workspace.id)
+    assert result.mode == "rebuilt"
+
+    ada = user_score_history(workspace_id=acme.workspace.id, user_id=user_id(acme, "ada"), days=12)
+    bob = user_score_history(workspace_id=acme.workspace.id, user_id=user_id(acme, "bob"), days=12)
+
+    assert [point.date for point in ada] == [day(k) for k in range(11, -1, -1)]
+    # Day k days ago: Ada's raw is 4 while her events are in the 7-day window (k = 10..4), Bob's
+    # is the number of his days in it, min(7, 11 - k). p90 of two raws a <= b is a + 0.9 (b - a):
+    # k=10: 4 and 1, p90 3.7, Bob 100 x 1 / 3.7 = 27; k=9: p90 3.8, Bob 53; k=8: p90 3.9, Bob 77;
+    # k=7: 4 and 4; k=6: 4 and 5, p90 4.9, Ada 82; k=5: p90 5.8, Ada 69; k=4: p90 6.7, Ada 60.
+    assert scores(ada) == [0, 100, 100, 100, 100, 82, 69, 60, 0, 0, 0, 0]
+    assert [point.raw_score for point in ada] == [0, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0]
+    assert scores(bob) == [0, 27, 53, 77, 100, 100, 100, 100, 100, 100, 100, 100]
+    assert [point.raw_score for point in bob] == [0, 1, 2, 3, 4, 5, 6, 7, 7, 7, 7, 7]
+
+
+def test_an_account_scores_the_mean_of_its_users_and_its_own_events(ada_and_bob):
+    acme = ada_and_bob
+    score_history_update(workspace_id=acme.workspace.id)
+
+    corp = account_score_history(
+        workspace_id=acme.workspace.id, account_id=account_id(acme, "acme-corp"), days=12
+    )
+
+    # (100 + 27) / 2 = 63.5 -> 64, (100 + 53) / 2 -> 77, (100 + 77) / 2 -> 89, 100,
+    # (82 + 100) / 2 = 91, (69 + 100) / 2 -> 85, (60 + 100) / 2 = 80, then (0 + 100) / 2 = 50.
+    assert scores(corp) == [0, 64, 77, 89, 100, 91, 85, 80, 50, 50, 50, 50]
+    assert [point.raw_score for point in corp] == [0, 5, 6, 7, 8, 9, 10, 11, 7, 7, 7, 7]
+
+
+def test_today_is_the_live_score(ada_and_bob):
+    acme = ada_and_bob
+    score_history_update(workspace_id=acme.workspace.id)
+    # A new event today moves the live score; the history's last point follows it at once.
+    apply(acme, track("ada", "report", account="acme-corp"))
+    workspace_rescore(workspace_id=acme.workspace.id)
+
+    ada = user_score_history(workspace_id=acme.workspace.id, user_id=user_id(acme, "ada"))
+    corp = account_score_history(
+        workspace_id=acme.workspace.id, account_id=account_id(acme, "acme-corp")
+    )
+
+    live_user = UserScore.objects.get(workspace=acme.workspace, user__tracking_id="ada")
+    live_account = AccountScore.objects.get(workspace=acme.workspace)
+    assert len(ada) == 30 and ada[-1].date == today()
+    assert (ada[-1].engagement_score, ada[-1].raw_score) == (
+        live_user.engagement_score,
+        live_user.raw_score,
+    )
+    # Raws 1 and 7: p90 1 + 0.9 x 6 = 6.4, and 100 x 1 / 6.4 = 15.6.
+    assert (ada[-1].engagement_score, ada[-1].raw_score) == (16, 1)
+    assert (corp[-1].engagement_score, corp[-1].raw_score) == (
+        live_account.engagement_score,
+        live_account.raw_score,
+    )
+
+
+def test_backfilled_past_events_show_their_past_scores(ada_and_bob):
+    acme = ada_and_bob
+    score_history_update(workspace_id=acme.workspace.id)
+    cy = "cy"
+    assert not User.objects.filter(tracking_id=cy).exists()
+
+    # An import of Cy's past: 7 reports three days ago, arriving today.
+    apply(acme, track(cy, "report", days_ago=3, times=7))
+    result = score_history_update(workspace_id=acme.workspace.id)
+
+    assert result.mode == "updated" and result.first_day == day(3)
+    history = user_score_history(workspace_id=acme.workspace.id, user_id=user_id(acme, cy), days=5)
+    # k=3..1: Cy 7 and Bob 7 (Ada is out of the window): both at p90, both 100.
+    assert scores(history)[:4] == [0, 100, 100, 100]
+    assert [point.raw_score for point in history][:4] == [0, 7, 7, 7]
+
+
+def test_the_daily_step_adds_the_day_that_ended(ada_and_bob):
+    acme = ada_and_bob
+    score_history_update(workspace_id=acme.workspace.id)
+    tomorrow = end_of(today()) + timedelta(minutes=2)
+    assert not score_history_is_due(workspace=acme.workspace)
+    assert score_history_is_due(workspace=acme.workspace, now=tomorrow)
+
+    result = score_history_update(workspace_id=acme.workspace.id, now=tomorrow)
+
+    assert (result.mode, result.first_day, result.last_day) == ("updated", today(), today())
+    bob = UserScoreDay.objects.get(user_id=user_id(acme, "bob"), day=today())
+    assert (bob.engagement_score, bob.raw_score) == (100, 7)
+    assert not score_history_is_due(workspace=acme.workspace, now=tomorrow)
+    again = score_history_update(workspace_id=acme.workspace.id, now=tomorrow)
+    assert again.mode == "idle"
+
+
+def test_a_settings_change_recomputes_the_whole_history(ada_and_bob):
+    acme = ada_and_bob
+    score_history_update(workspace_id=acme.workspace.id)
+    EventWeight.objects.create(workspace=acme.workspace, event_name="report", weight=0)
+
+    assert score_history_is_due(workspace=acme.workspace)
+    assert score_history_update(workspace_id=acme.workspace.id).mode == "rebuilt"
+    assert not UserScoreDay.objects.filter(workspace=acme.workspace).exists()
+    assert not AccountScoreDay.objects.filter(workspace=acme.workspace).exists()
+
+
+def test_deleting_a_user_deletes_their_history(ada_and_bob):
+    acme = ada_and_bob
+    score_history_update(workspace_id=acme.workspace.id)
+    assert UserScoreDay.objects.filter(user__tracking_id="ada").count() == 7
+
+    User.objects.filter(tracking_id="ada").delete()
+
+    assert not UserScoreDay.objects.filter(user__tracking_id="ada").exists()
+    assert UserScoreDay.objects.filter(workspace=acme.workspace).count() == 10  # Bob's
+
+
+def test_days_outside_one_to_the_maximum_are_refused(acme):
+    for days in (0, HISTORY_MAX_DAYS + 1):
+        with pytest.raises(ValueError):
+            user_score_history(workspace_id=acme.workspace.id, user_id=1, days=days)
+
+
+def test_history_is_per_workspace(ada_and_bob, globex):
+    acme = ada_and_bob
+    score_history_update(workspace_id=acme.workspace.id)
+    score_history_update(workspace_id=globex.workspace.id)
+
+    assert not UserScoreDay.objects.filter(workspace=globex.workspace).exists()
+    ada = user_score_history(workspace_id=globex.workspace.id, user_id=user_id(acme, "ada"))
+    assert scores(ada) == [0] * 30
+
+
+@pytest.mark.parametrize("cap", [None, 2])
+def test_every_stored_day_equals_a_rescore_as_of_that_day(acme, cap):
+    """Weights (one excluded), a cap, an account filter, users in several accounts, events
+    without an account: the history of each day is what scoring computed on that day."""
+    configure(
+        acme,
+        lookback=7,
+        cap=cap,
+        weights={"report": 3, "viewed": 0},
+        account_filter={"plan": "pro"},
+    )
+    apply(
+        acme,
+        group("u1", "a", {"plan": "pro"}),
+        group("u2", "a"),
+        group("u2", "b", {"plan": "pro"}),
+        group("u3", "c", {"plan": "free"}),
+        group("u4", "b"),
+        group("u5", "b"),
+        track("u1", "report", days_ago=12, times=3, account="a"),
+        track("u1", "login", days_ago=6, times=5, account="a"),
+        track("u2", "report", days_ago=9, times=1, account="b"),
+        track("u2", "report", days_ago=9, times=2, account="a"),
+        track("u2", "viewed", days_ago=4, times=9, account="b"),
+        track("u3", "report", days_ago=5, times=4, account="c"),
+        track("u4", "login", days_ago=2, times=4),
+        track("u4", "report", days_ago=8, times=1, account="b"),
+        track("u5", "login", days_ago=1, times=1, account="b"),
+    )
+    workspace = acme.workspace
+    score_history_update(workspace_id=workspace.id)
+    stored_users = {
+        (row.user_id, row.day): (row.engagement_score, row.raw_score)
+        for row in UserScoreDay.objects.filter(workspace=workspace)
+    }
+    stored_accounts = {
+        (row.account_id, row.day): (row.engagement_score, row.raw_score)
+        for row in AccountScoreDay.objects.filter(workspace=workspace)
+    }
+
+    expected_users, expected_accounts = {}, {}
+    for k in range(14, 0, -1):
+        workspace_rescore(workspace_id=workspace.id, now=end_of(day(k)))
+        for row in UserScore.objects.filter(workspace=workspace):
+            if row.engagement_score or row.raw_score:
+                expected_users[(row.user_id, day(k))] = (row.engagement_score, row.raw_score)
+        for row in AccountScore.objects.filter(workspace=workspace):
+            if row.engagement_score or row.raw_score:
+                expected_accounts[(row.account_id, day(k))] = (row.engagement_score, row.raw_score)
+
+    assert len(expected_users) > 20 and len(expected_accounts) > 10
+    assert stored_users == expected_users
+    assert stored_accounts == expected_accounts
