@@ -1,4 +1,4 @@
-"""Score history on hand-computed examples, and every stored day against a rescore as of that day."""
+"""Score history on hand-computed examples, and each stored day against a rescore as of it."""
 
 from datetime import UTC, date, datetime, timedelta
 
