@@ -5,44 +5,110 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('engagement', '0009_product_membership'),
+        ("engagement", "0009_product_membership"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ScoreHistoryState',
+            name="ScoreHistoryState",
             fields=[
-                ('workspace', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='score_history_state', serialize=False, to='engagement.workspace')),
-                ('built_from', models.DateField(blank=True, null=True)),
-                ('built_through', models.DateField(blank=True, null=True)),
-                ('config_digest', models.CharField(blank=True, default='', max_length=64)),
-                ('checked_through', models.DateTimeField(blank=True, null=True)),
-                ('last_run_ms', models.PositiveIntegerField(default=0)),
-                ('last_days', models.PositiveIntegerField(default=0)),
+                (
+                    "workspace",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="score_history_state",
+                        serialize=False,
+                        to="engagement.workspace",
+                    ),
+                ),
+                ("built_from", models.DateField(blank=True, null=True)),
+                ("built_through", models.DateField(blank=True, null=True)),
+                ("config_digest", models.CharField(blank=True, default="", max_length=64)),
+                ("checked_through", models.DateTimeField(blank=True, null=True)),
+                ("last_run_ms", models.PositiveIntegerField(default=0)),
+                ("last_days", models.PositiveIntegerField(default=0)),
             ],
         ),
         migrations.CreateModel(
-            name='AccountScoreDay',
+            name="AccountScoreDay",
             fields=[
-                ('pk', models.CompositePrimaryKey('account_id', 'workspace_id', 'day', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('day', models.DateField()),
-                ('engagement_score', models.PositiveSmallIntegerField()),
-                ('raw_score', models.FloatField()),
-                ('account', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='engagement.account')),
-                ('workspace', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='engagement.workspace')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "account_id",
+                        "workspace_id",
+                        "day",
+                        blank=True,
+                        editable=False,
+                        primary_key=True,
+                        serialize=False,
+                    ),
+                ),
+                ("day", models.DateField()),
+                ("engagement_score", models.PositiveSmallIntegerField()),
+                ("raw_score", models.FloatField()),
+                (
+                    "account",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="engagement.account",
+                    ),
+                ),
+                (
+                    "workspace",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="engagement.workspace",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='UserScoreDay',
+            name="UserScoreDay",
             fields=[
-                ('pk', models.CompositePrimaryKey('user_id', 'workspace_id', 'day', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('day', models.DateField()),
-                ('engagement_score', models.PositiveSmallIntegerField()),
-                ('raw_score', models.FloatField()),
-                ('user', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='engagement.user')),
-                ('workspace', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='engagement.workspace')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "user_id",
+                        "workspace_id",
+                        "day",
+                        blank=True,
+                        editable=False,
+                        primary_key=True,
+                        serialize=False,
+                    ),
+                ),
+                ("day", models.DateField()),
+                ("engagement_score", models.PositiveSmallIntegerField()),
+                ("raw_score", models.FloatField()),
+                (
+                    "user",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="engagement.user",
+                    ),
+                ),
+                (
+                    "workspace",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="engagement.workspace",
+                    ),
+                ),
             ],
         ),
     ]
