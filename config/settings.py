@@ -218,6 +218,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "engagement.tasks.event_activity_purge",
         "schedule": 60.0,
     },
+    # Score history: store the day that ended, recompute after a settings change or a backfill.
+    "score-history-due": {
+        "task": "engagement.tasks.score_history_due",
+        "schedule": 60.0,
+    },
     "ingestion-purge-seen-messages": {
         "task": "ingestion.tasks.purge_seen_messages",
         "schedule": 3600.0,

@@ -5,7 +5,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from engagement import scoring, services
+from engagement import history, scoring, services
 from engagement.models import Segment, Workspace
 from engagement.segments import segment_refresh
 
@@ -62,3 +62,24 @@ def event_activity_purge() -> int:
 def event_partitions_maintain() -> dict[str, int]:
     """Periodic (hourly): partitions for the days ahead, retention for the days behind."""
     return services.event_partitions_maintain()
+
+
+@shared_task(ignore_result=True)
+def score_history_due() -> int:
+    """Periodic (every minute): one history update per workspace whose day ended, whose settings
+    changed, or whose hourly look for backfilled days is due."""
+    queued = 0
+    for workspace in Workspace.objects.order_by("id"):
+        if history.score_history_is_due(workspace=workspace):
+            # A queued update is pointless after the next tick has queued another.
+            score_history_update.apply_async(args=[workspace.id], expires=120)
+            queued += 1
+    return queued
+
+
+@shared_task(ignore_result=True)
+def score_history_update(workspace_id: int) -> str:
+    """Store the days of score history that ended or changed since the last update."""
+    if not Workspace.objects.filter(id=workspace_id).exists():
+        return "gone"
+    return history.score_history_update(workspace_id=workspace_id).mode

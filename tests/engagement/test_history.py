@@ -4,6 +4,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from config.celery import app
 from engagement.history import (
     HISTORY_MAX_DAYS,
     account_score_history,
@@ -22,6 +23,7 @@ from engagement.models import (
     UserScoreDay,
 )
 from engagement.scoring import workspace_rescore
+from engagement.tasks import score_history_due
 from tests.engagement.helpers import apply, group, track
 from tests.engagement.test_scoring import configure
 
@@ -253,3 +255,19 @@ def test_every_stored_day_equals_a_rescore_as_of_that_day(acme, cap):
     assert len(expected_users) > 20 and len(expected_accounts) > 10
     assert stored_users == expected_users
     assert stored_accounts == expected_accounts
+
+
+def test_the_beat_updates_each_workspace_once_a_day(ada_and_bob, globex, settings):
+    app.conf.task_always_eager = True
+    try:
+        assert "engagement.tasks.score_history_due" in {
+            entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()
+        }
+        assert score_history_due() == 2  # never built: both
+        assert score_history_due() == 0
+    finally:
+        app.conf.task_always_eager = False
+    bob = user_score_history(
+        workspace_id=ada_and_bob.workspace.id, user_id=user_id(ada_and_bob, "bob")
+    )
+    assert scores(bob)[-3:] == [100, 100, 100]
