@@ -44,7 +44,9 @@ if not SALT_KEY:
         env_secret("FIELD_ENCRYPTION_SALT", production=PRODUCTION, embedded_default="embedded-salt")
     ]
 
-DEBUG = env_bool("DEBUG", not PRODUCTION)
+# Off unless the developer turns it on (DEBUG=1): Django's debug page shows a failing request's
+# local values, and with it on every mode would show them to whoever reaches the page.
+DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["*"])
 if PRODUCTION and not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS is required when DJANGO_ENV=production")
@@ -67,6 +69,7 @@ INSTALLED_APPS = [
     "ingestion",
     "readapi",
     "marketplace",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
@@ -92,6 +95,11 @@ AXES_FAILURE_LIMIT = 10
 AXES_COOLOFF_TIME = timedelta(minutes=15)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+
+# The dashboard signs people in with the admin's accounts (Django's auth) at its own page.
+LOGIN_URL = "dashboard:login"
+LOGIN_REDIRECT_URL = "dashboard:home"
+LOGOUT_REDIRECT_URL = "dashboard:login"
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -227,6 +235,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "ingestion.tasks.purge_seen_messages",
         "schedule": 3600.0,
     },
+    # A marketplace sync whose task died is closed with that error, freeing the connection.
+    "marketplace-close-dead-runs": {
+        "task": "marketplace.tasks.sync_runs_close_dead",
+        "schedule": 60.0,
+    },
 }
 
 # --- Ingestion ------------------------------------------------------------------------------
@@ -326,6 +339,12 @@ SPECTACULAR_SETTINGS = {
 
 # --- Static files, i18n, logging -----------------------------------------------------------
 STATIC_URL = "static/"
+# The dashboard's chart library comes from the pinned plotly package (dashboard/staticfiles.py).
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "dashboard.staticfiles.PlotlyFinder",
+]
 STATIC_ROOT = env_path("STATIC_ROOT", DATA_DIR / "static", base_dir=BASE_DIR)
 check_static_root(STATIC_ROOT, base_dir=BASE_DIR, data_dir=DATA_DIR)
 if not PRODUCTION:

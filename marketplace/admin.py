@@ -10,7 +10,9 @@ from datetime import timedelta
 from django import forms
 from django.contrib import admin, messages
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.decorators import method_decorator
+from django.utils.html import format_html, format_html_join
+from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 
 from engagement.models import Product
 from marketplace import selectors, services
@@ -29,6 +31,9 @@ _RUN_FIELDS = [
     "accounts_matched",
     "accounts_created",
     "skipped_without_cloud_id",
+    "skipped_invalid",
+    "retries",
+    "note",
     "error",
 ]
 
@@ -64,6 +69,7 @@ class ConnectionForm(forms.ModelForm):
         if self.instance.pk and self.instance.marketplace_product_id and not self.is_bound:
             self.initial["app"] = self.instance.marketplace_product_id
 
+    @method_decorator(sensitive_variables("data"))
     def clean(self):
         data = super().clean()
         if self.errors:
@@ -153,6 +159,10 @@ class MarketplaceConnectionAdmin(ManagedProductAdminMixin, admin.ModelAdmin):
     ]
     inlines = [SyncRunInline]
     actions = ["sync_now", "test_connection", "disconnect"]
+
+    @method_decorator(sensitive_post_parameters("api_token"))
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        return super().changeform_view(request, object_id, form_url, extra_context)
 
     def get_fields(self, request, obj=None):
         editable = ["product", "email", "api_token", "vendor_id", "app"]
@@ -251,8 +261,28 @@ class SyncRunAdmin(ManagedProductAdminMixin, admin.ModelAdmin):
 
     list_display = ["connection", *_RUN_FIELDS[:-1]]
     list_filter = ["connection__product", "outcome", "trigger", "mode"]
-    readonly_fields = ["connection", *_RUN_FIELDS, "attempts", "retry_at"]
-    exclude = ["next_url"]
+    readonly_fields = [
+        "connection",
+        *_RUN_FIELDS,
+        "skip_reasons",
+        "attempts",
+        "retry_at",
+        "heartbeat_at",
+    ]
+    exclude = ["next_url", "skipped_reasons"]
+
+    @admin.display(description="why licenses were skipped (first 100)")
+    def skip_reasons(self, obj):
+        if not obj.skipped_reasons:
+            return "-"
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join(
+                "",
+                "<li>{}: {} {}</li>",
+                ((r["license"], r["field"], r["reason"]) for r in obj.skipped_reasons),
+            ),
+        )
 
     def get_queryset(self, request):
         runs = super().get_queryset(request).select_related("connection__product")

@@ -1,31 +1,35 @@
-"""The one HTTP client of the marketplace API: timeouts, bounded retries, typed errors.
+"""The one HTTP client of the marketplace API: a deadline per request, typed errors, no retries.
 
-Every request uses HTTP Basic (account email, API token) and `Accept: application/json`. Failures
-become typed errors: permanent ones (401, 403, 404, other 4xx) say what to check; transient ones
-(429, 5xx, timeouts, connection errors, unreadable bodies) are retried here a few times with
-exponential backoff honouring `Retry-After`, then raised for the caller to retry later.
-No other module of the project imports `requests`, and the token never appears in an error.
+Every request uses HTTP Basic (account email, API token) and `Accept: application/json` and ends
+within `deadline` seconds, however slowly the answer drips in. Failures become typed errors:
+permanent ones (401, 403, 404, other 4xx, an answer of the wrong shape) say what to check;
+transient ones (429, 5xx, timeouts, connection errors, unreadable bodies) carry `retry_after` for
+the caller. Nothing here sleeps or retries: the sync task retries later, between task attempts,
+so a worker is never held waiting. No other module imports `requests`, and the token never
+appears in an error (errors are raised without the library's exception chained, whose frames
+hold the request headers).
 """
 
 from __future__ import annotations
 
-import logging
+import json
+import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlencode, urlsplit
 
 import requests
 from django.conf import settings
-
-logger = logging.getLogger(__name__)
+from django.views.decorators.debug import sensitive_variables
 
 PAGE_SIZE = 50
-TIMEOUT_SECONDS = (5.0, 30.0)  # connect, read
-RETRIES = 3  # in-process retries of one request before a transient error is raised
-BACKOFF_BASE_SECONDS = 1.0
-BACKOFF_MAX_SECONDS = 30.0
+CONNECT_TIMEOUT_SECONDS = 5.0
+READ_TIMEOUT_SECONDS = 10.0  # the longest silence between two pieces of an answer
+DEADLINE_SECONDS = 60.0  # the longest a whole request may take, answer read included
+MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_APP_PAGES = 100  # bounds the cursor loop of the product listing (5,000 apps)
+_CHUNK = 64 * 1024
 
 
 class MarketplaceError(Exception):
@@ -33,12 +37,16 @@ class MarketplaceError(Exception):
 
     transient = False
     status_code: int | None = None
+    retry_after: float | None = None
 
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, status_code: int | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         if status_code is not None:
             self.status_code = status_code
+        self.retry_after = retry_after
 
 
 class MarketplaceUnauthorized(MarketplaceError):
@@ -63,15 +71,15 @@ class MarketplaceRequestError(MarketplaceError):
     """Another 4xx: the request itself is wrong; retrying cannot help."""
 
 
+class MarketplaceBadAnswer(MarketplaceError):
+    """A JSON answer of a shape the API does not document (e.g. `_links` a string)."""
+
+
 class MarketplaceRateLimited(MarketplaceError):
     """429: slow down; `retry_after` seconds when the marketplace said so."""
 
     transient = True
     status_code = 429
-
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 class MarketplaceUnavailable(MarketplaceError):
@@ -79,11 +87,38 @@ class MarketplaceUnavailable(MarketplaceError):
 
     transient = True
 
-    def __init__(
-        self, message: str, *, status_code: int | None = None, retry_after: float | None = None
-    ) -> None:
-        super().__init__(message, status_code=status_code)
-        self.retry_after = retry_after
+
+class BadNumber:
+    """A JSON number no column can hold (NaN, Infinity, 1e999, thousands of digits).
+
+    The client reads it as this marker instead of failing the whole page, so the mapping can
+    skip the one license that carries it and say why.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text[:40] + ("..." if len(text) > 40 else "")
+
+    def __repr__(self) -> str:
+        return f"BadNumber({self.text!r})"
+
+
+def _int(text: str) -> int | BadNumber:
+    try:
+        return int(text)
+    except ValueError:  # longer than Python's int-from-text limit
+        return BadNumber(text)
+
+
+def _float(text: str) -> float | BadNumber:
+    number = float(text)
+    return number if math.isfinite(number) else BadNumber(text)
+
+
+def parse_json(data: bytes) -> object:
+    """JSON as the marketplace sends it; unstorable numbers become BadNumber markers."""
+    return json.loads(data, parse_int=_int, parse_float=_float, parse_constant=BadNumber)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +130,7 @@ class App:
 
 @dataclass(frozen=True, slots=True)
 class LicensePage:
-    licenses: list[dict]
+    licenses: list  # the records as sent; the mapping decides what each one is worth
     next_url: str | None
     total: int | None
 
@@ -103,34 +138,28 @@ class LicensePage:
 def _retry_after(response: requests.Response) -> float | None:
     raw = response.headers.get("Retry-After", "").strip()
     try:
-        return max(0.0, float(raw)) if raw else None
+        value = float(raw) if raw else None
     except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
-
-
-def backoff_seconds(attempt: int, retry_after: float | None = None, *, cap: float) -> float:
-    """Exponential backoff (base * 2^attempt), or the server's Retry-After if longer; capped."""
-    delay = BACKOFF_BASE_SECONDS * (2**attempt)
-    if retry_after is not None:
-        delay = max(delay, retry_after)
-    return min(delay, cap)
+        return None  # an HTTP date: the caller's own backoff applies
+    return max(0.0, value) if value is not None and math.isfinite(value) else None
 
 
 class MarketplaceClient:
     """Read-only requests for one set of credentials."""
 
+    @sensitive_variables("api_token")
     def __init__(
         self,
         *,
         email: str,
         api_token: str,
         base_url: str | None = None,
-        retries: int = RETRIES,
-        sleep: Callable[[float], None] | None = None,
+        deadline: float = DEADLINE_SECONDS,
+        read_timeout: float = READ_TIMEOUT_SECONDS,
     ) -> None:
         self.base_url = (base_url or settings.MARKETPLACE_API_URL).rstrip("/")
-        self.retries = retries
-        self._sleep = sleep or time.sleep
+        self.deadline = deadline
+        self.read_timeout = read_timeout
         self._session = requests.Session()
         self._session.auth = (email, api_token)
         self._session.headers["Accept"] = "application/json"
@@ -171,74 +200,62 @@ class MarketplaceClient:
 
     # --- requests -------------------------------------------------------------------------
     def get_json(self, url: str) -> dict:
-        """GET with in-process retries of transient failures; raises a typed error."""
-        attempt = 0
-        while True:
-            try:
-                return self._get_once(url)
-            except (MarketplaceRateLimited, MarketplaceUnavailable) as exc:
-                if attempt >= self.retries:
-                    raise
-                delay = backoff_seconds(attempt, exc.retry_after, cap=BACKOFF_MAX_SECONDS)
-                logger.info("marketplace %s; retrying in %.1f s", exc.message, delay)
-                self._sleep(delay)
-                attempt += 1
-
-    def _get_once(self, url: str) -> dict:
+        """One GET, finished within the deadline; the JSON object answered or a typed error."""
         where = urlsplit(url).path
+        started = time.monotonic()
         try:
-            response = self._session.get(url, timeout=TIMEOUT_SECONDS)
-        except requests.Timeout as exc:
-            raise MarketplaceUnavailable(f"timed out waiting for {where}") from exc
-        except requests.RequestException as exc:
+            response = self._session.get(
+                url, timeout=(CONNECT_TIMEOUT_SECONDS, self.read_timeout), stream=True
+            )
+        except requests.Timeout:
+            raise MarketplaceUnavailable(f"timed out waiting for {where}") from None
+        except Exception as exc:  # any transport failure is the marketplace being unreachable
             raise MarketplaceUnavailable(
                 f"could not connect to the marketplace at {self.base_url} ({type(exc).__name__})"
-            ) from exc
-        status = response.status_code
-        if status == 401:
-            raise MarketplaceUnauthorized(
-                "The marketplace rejected the email and API token (401). The token may have "
-                "expired or been revoked: create a new API token and save all four connection "
-                "values again."
-            )
-        if status == 403:
-            raise MarketplaceForbidden(
-                f"The marketplace account lacks permission for {where} (403). Check that it can "
-                "view the vendor, the app listing and license reporting."
-            )
-        if status == 404:
-            raise MarketplaceNotFound(
-                f"The marketplace found nothing at {where} (404). Check the vendor ID and that "
-                "the app still belongs to that vendor."
-            )
-        if status == 429:
-            raise MarketplaceRateLimited(
-                "rate limited by the marketplace (429)", retry_after=_retry_after(response)
-            )
-        if status >= 500:
-            raise MarketplaceUnavailable(
-                f"the marketplace answered {status} for {where}",
-                status_code=status,
-                retry_after=_retry_after(response),
-            )
-        if status >= 400:
-            raise MarketplaceRequestError(
-                f"the marketplace refused the request to {where} ({status})", status_code=status
-            )
+            ) from None
         try:
-            body = response.json()
-        except ValueError as exc:
-            raise MarketplaceUnavailable(f"unreadable (non-JSON) answer from {where}") from exc
+            _raise_for_status(response, where)
+            data = self._read_body(response, where, started)
+        finally:
+            response.close()
+        try:
+            body = parse_json(data)
+        except ValueError:
+            raise MarketplaceUnavailable(f"unreadable (non-JSON) answer from {where}") from None
         if not isinstance(body, dict):
-            raise MarketplaceUnavailable(f"unexpected answer from {where} (not a JSON object)")
+            raise MarketplaceBadAnswer(f"unexpected answer from {where} (not a JSON object)")
         return body
+
+    def _read_body(self, response: requests.Response, where: str, started: float) -> bytes:
+        """The body, piece by piece, so a slowly dripping answer cannot outlast the deadline."""
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while True:
+                if time.monotonic() - started > self.deadline:
+                    raise MarketplaceUnavailable(
+                        f"the answer from {where} took longer than {self.deadline:.0f} s"
+                    )
+                chunk = response.raw.read1(_CHUNK, decode_content=True)
+                if not chunk:
+                    return b"".join(chunks)
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise MarketplaceUnavailable(f"the answer from {where} is too large")
+                chunks.append(chunk)
+        except MarketplaceError:
+            raise
+        except Exception as exc:  # a read timeout or a connection cut part-way
+            raise MarketplaceUnavailable(
+                f"the answer from {where} was cut off ({type(exc).__name__})"
+            ) from None
 
     # --- endpoints ------------------------------------------------------------------------
     def developer_id(self, vendor_id: str) -> str:
         body = self.get_json(self.url(f"/rest/3/developer-space/vendor/{vendor_id}"))
         developer_id = body.get("developerId")
         if not isinstance(developer_id, str) or not developer_id:
-            raise MarketplaceUnavailable("the vendor lookup answered without a developerId")
+            raise MarketplaceBadAnswer("the vendor lookup answered without a developerId")
         return developer_id
 
     def apps(self, developer_id: str) -> Iterator[App]:
@@ -250,27 +267,84 @@ class MarketplaceClient:
             if url is None:
                 return
             body = self.get_json(url)
-            for item in body.get("items") or []:
-                if isinstance(item, dict) and item.get("productId"):
+            items, links = body.get("items") or [], body.get("links") or {}
+            if not isinstance(items, list) or not isinstance(links, dict):
+                raise MarketplaceBadAnswer(
+                    "the app listing answered in an unexpected shape (`items` must be a list, "
+                    "`links` an object)"
+                )
+            for item in items:
+                if isinstance(item, dict) and isinstance(item.get("productId"), str):
                     yield App(
-                        product_id=str(item["productId"]),
-                        app_key=str(item.get("appKey") or ""),
-                        app_name=str(item.get("appName") or ""),
+                        product_id=item["productId"],
+                        app_key=_text(item.get("appKey")),
+                        app_name=_text(item.get("appName")),
                     )
-            next_link = (body.get("links") or {}).get("next")
+            next_link = links.get("next")
             url = self.url(next_link) if isinstance(next_link, str) and next_link else None
 
     def licenses_page(self, url: str) -> LicensePage:
         body = self.get_json(url)
-        licenses = body.get("licenses")
+        where = urlsplit(url).path
+        licenses, links = body.get("licenses"), body.get("_links", {})
         if not isinstance(licenses, list):
-            raise MarketplaceUnavailable("the license answer has no `licenses` list")
-        next_link = (body.get("_links") or {}).get("next")
+            raise MarketplaceBadAnswer(f"the license answer from {where} has no `licenses` list")
+        if links is None:
+            links = {}
+        if not isinstance(links, dict):
+            raise MarketplaceBadAnswer(
+                f"the license answer from {where} has `_links` as {type(links).__name__}, "
+                "not an object"
+            )
+        next_link = links.get("next")
         if isinstance(next_link, dict):  # documented: {"href": ...}; a bare string is tolerated
             next_link = next_link.get("href")
+        if next_link is not None and not isinstance(next_link, str):
+            raise MarketplaceBadAnswer(
+                f"the license answer from {where} has a `_links.next` that is not a link"
+            )
         total = body.get("totalCount")
         return LicensePage(
-            licenses=[item for item in licenses if isinstance(item, dict)],
-            next_url=self.url(next_link) if isinstance(next_link, str) and next_link else None,
+            licenses=licenses,
+            next_url=self.url(next_link) if next_link else None,
             total=total if isinstance(total, int) else None,
         )
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _raise_for_status(response: requests.Response, where: str) -> None:
+    status = response.status_code
+    if status < 400:
+        return
+    if status == 401:
+        raise MarketplaceUnauthorized(
+            "The marketplace rejected the email and API token (401). The token may have "
+            "expired or been revoked: create a new API token and save all four connection "
+            "values again."
+        )
+    if status == 403:
+        raise MarketplaceForbidden(
+            f"The marketplace account lacks permission for {where} (403). Check that it can "
+            "view the vendor, the app listing and license reporting."
+        )
+    if status == 404:
+        raise MarketplaceNotFound(
+            f"The marketplace found nothing at {where} (404). Check the vendor ID and that "
+            "the app still belongs to that vendor."
+        )
+    if status == 429:
+        raise MarketplaceRateLimited(
+            "rate limited by the marketplace (429)", retry_after=_retry_after(response)
+        )
+    if status >= 500:
+        raise MarketplaceUnavailable(
+            f"the marketplace answered {status} for {where}",
+            status_code=status,
+            retry_after=_retry_after(response),
+        )
+    raise MarketplaceRequestError(
+        f"the marketplace refused the request to {where} ({status})", status_code=status
+    )

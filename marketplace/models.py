@@ -119,10 +119,22 @@ class SyncRun(models.Model):
     accounts_matched = models.PositiveIntegerField(default=0)
     accounts_created = models.PositiveIntegerField(default=0)
     skipped_without_cloud_id = models.PositiveIntegerField(default=0)
+    # Licenses the mapping refused (a value breaking its field's rule), and the first reasons:
+    # [{"license": "appEntitlementId ...", "field": "company", "reason": "..."}, ...].
+    skipped_invalid = models.PositiveIntegerField(default=0)
+    skipped_reasons = models.JSONField(default=list, blank=True)
+    # What else this run is: e.g. "Continues run 12 from where it stopped."
+    note = models.CharField(max_length=255, blank=True, default="")
     # Where the run continues: the next page's URL (absolute, as built by the client).
     next_url = models.TextField(blank=True, default="")
+    # Consecutive failed attempts at the current page (reset by progress), and all of the run's.
     attempts = models.PositiveSmallIntegerField(default=0)
+    retries = models.PositiveSmallIntegerField(default=0)
+    # When the run is due: queued or waiting to retry, the time its task should start; while a
+    # worker holds it, the end of that worker's lease.
     retry_at = models.DateTimeField(null=True, blank=True)
+    # Set by the worker on every page; None until a worker first picks the run up.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -144,7 +156,7 @@ class License(models.Model):
         MarketplaceConnection, on_delete=models.CASCADE, related_name="licenses"
     )
     cloud_id = models.CharField(max_length=255)
-    ref = models.CharField(max_length=200)
+    ref = models.CharField(max_length=320)
     active = models.BooleanField()
     maintenance_end = models.CharField(max_length=10, blank=True, default="")
     last_updated = models.CharField(max_length=10, blank=True, default="")

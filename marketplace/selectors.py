@@ -71,6 +71,10 @@ def connection_status(*, product_id: int, runs: int = 10) -> dict:
                 "accounts_matched": run.accounts_matched,
                 "accounts_created": run.accounts_created,
                 "skipped_without_cloud_id": run.skipped_without_cloud_id,
+                "skipped_invalid": run.skipped_invalid,
+                "skipped_reasons": run.skipped_reasons,
+                "retries": run.retries,
+                "note": run.note or None,
                 "error": run.error or None,
             }
             for run in latest

@@ -125,7 +125,7 @@ def test_an_empty_value_means_the_default(tmp_path):
     assert result.stdout.split() == [
         str((tmp_path / "static").resolve()),
         "['*']",
-        "True",
+        "False",
         "1",
         "1200/minute",
         "https://api.atlassian.com",

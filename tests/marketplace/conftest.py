@@ -7,7 +7,7 @@ import time
 import pytest
 import responses
 
-from marketplace import services
+from marketplace import services, sync
 from marketplace.fake import FakeMarketplace
 from marketplace.models import MarketplaceConnection, SyncRun
 
@@ -85,7 +85,7 @@ def marketplace_base(settings):
 
 @pytest.fixture
 def slept(monkeypatch) -> list[float]:
-    """Backoff delays the client asked for, instead of sleeping."""
+    """Whatever asked to sleep (nothing should: waits are task countdowns)."""
     delays: list[float] = []
     monkeypatch.setattr(time, "sleep", delays.append)
     return delays
@@ -135,7 +135,7 @@ def connect(tenant, *, captured=None) -> MarketplaceConnection:
 def run_until_done(run_id: int, *, max_steps: int = 20) -> SyncRun:
     """Execute a run as the worker would, retrying at once instead of after the countdown."""
     for _ in range(max_steps):
-        step = services.sync_run_execute(run_id=run_id)
+        step = sync.sync_run_execute(run_id=run_id)
         if step.retry_in is None:
             break
     return SyncRun.objects.get(id=run_id)

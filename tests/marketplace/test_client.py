@@ -1,10 +1,16 @@
-"""The one HTTP client: URLs, auth, paging, typed errors, retries honouring Retry-After."""
+"""The one HTTP client: URLs, auth, paging, typed errors, a deadline, never a sleep."""
+
+import socket
+import threading
+import time
 
 import pytest
 import requests
 from responses import matchers
 
 from marketplace.client import (
+    BadNumber,
+    MarketplaceBadAnswer,
     MarketplaceClient,
     MarketplaceForbidden,
     MarketplaceNotFound,
@@ -107,45 +113,105 @@ def test_401_message_says_to_replace_the_token(mocked):
         client().licenses_page(LICENSES_URL)
 
 
-def test_429_is_retried_honouring_retry_after_then_succeeds(mocked, slept):
-    mocked.get(LICENSES_URL, status=429, headers={"Retry-After": "7"})
-    mocked.get(LICENSES_URL, status=503)
-    mocked.get(LICENSES_URL, json={"licenses": [{"cloudId": "c1"}], "totalCount": 1})
-    page = client().licenses_page(LICENSES_URL)
-    assert page.licenses == [{"cloudId": "c1"}]
-    assert page.next_url is None and page.total == 1
-    assert slept == [7.0, 2.0]  # Retry-After, then exponential backoff (1 s * 2^1)
-
-
-def test_transient_errors_give_up_after_bounded_retries(mocked, slept):
-    mocked.get(LICENSES_URL, status=502)
-    with pytest.raises(MarketplaceUnavailable) as caught:
-        client(retries=3).licenses_page(LICENSES_URL)
-    assert caught.value.status_code == 502
-    assert len(mocked.calls) == 4
-    assert slept == [1.0, 2.0, 4.0]
-
-
-def test_retry_after_is_capped(mocked, slept):
-    mocked.get(LICENSES_URL, status=429, headers={"Retry-After": "86400"})
+def test_429_is_raised_at_once_with_retry_after_and_never_slept_on(mocked, slept):
+    mocked.get(LICENSES_URL, status=429, headers={"Retry-After": "120"})
     with pytest.raises(MarketplaceRateLimited) as caught:
-        client(retries=1).licenses_page(LICENSES_URL)
-    assert caught.value.retry_after == 86400
-    assert slept == [30.0]
+        client().licenses_page(LICENSES_URL)
+    assert caught.value.retry_after == 120 and caught.value.transient
+    assert len(mocked.calls) == 1 and slept == []
 
 
-def test_timeouts_and_connection_errors_are_transient(mocked, slept):
+@pytest.mark.parametrize("header", ["Wed, 21 Oct 2026 07:28:00 GMT", "1e999", "NaN", ""])
+def test_a_retry_after_that_is_not_seconds_is_ignored(mocked, header):
+    mocked.get(LICENSES_URL, status=503, headers={"Retry-After": header})
+    with pytest.raises(MarketplaceUnavailable) as caught:
+        client().licenses_page(LICENSES_URL)
+    assert caught.value.retry_after is None and caught.value.status_code == 503
+
+
+def test_timeouts_and_connection_errors_are_transient(mocked):
     mocked.get(LICENSES_URL, body=requests.ConnectTimeout("slow"))
-    mocked.get(LICENSES_URL, body=requests.ConnectionError("refused"))
+    with pytest.raises(MarketplaceUnavailable, match="timed out") as caught:
+        client().licenses_page(LICENSES_URL)
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+    mocked.replace("GET", LICENSES_URL, body=requests.ConnectionError("refused"))
     with pytest.raises(MarketplaceUnavailable, match="could not connect"):
-        client(retries=1).licenses_page(LICENSES_URL)
-    assert len(slept) == 1
+        client().licenses_page(LICENSES_URL)
 
 
-def test_a_body_that_is_not_json_is_transient(mocked, slept):
+def test_a_body_that_is_not_json_is_transient(mocked):
     mocked.get(LICENSES_URL, body="<html>gateway</html>")
     with pytest.raises(MarketplaceUnavailable, match="non-JSON"):
-        client(retries=0).licenses_page(LICENSES_URL)
+        client().licenses_page(LICENSES_URL)
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"_links": "next", "licenses": []}, "`_links` as str"),
+        ({"_links": {"next": 5}, "licenses": []}, "not a link"),
+        ({"_links": {}, "licenses": {"a": 1}}, "no `licenses` list"),
+        ([1, 2], "not a JSON object"),
+    ],
+)
+def test_a_license_page_of_the_wrong_shape_is_a_permanent_bad_answer(mocked, body, says):
+    mocked.get(LICENSES_URL, json=body)
+    with pytest.raises(MarketplaceBadAnswer, match=says) as caught:
+        client().licenses_page(LICENSES_URL)
+    assert not caught.value.transient
+
+
+def test_an_app_listing_of_the_wrong_shape_is_a_bad_answer(mocked):
+    mocked.get(
+        f"{API}/product-listing/developer-space/{DEVELOPER_ID}",
+        json={"links": "x", "items": []},
+    )
+    with pytest.raises(MarketplaceBadAnswer, match="app listing"):
+        list(client().apps(DEVELOPER_ID))
+
+
+def test_numbers_no_column_can_hold_are_read_as_markers_not_errors(mocked):
+    body = '{"licenses": [{"a": NaN, "b": 1e999, "c": -Infinity, "d": ' + "9" * 5000 + ', "e": 7}]}'
+    mocked.get(LICENSES_URL, body=body, content_type="application/json")
+    (record,) = client().licenses_page(LICENSES_URL).licenses
+    assert all(isinstance(record[k], BadNumber) for k in "abcd") and record["e"] == 7
+
+
+@pytest.fixture
+def dripping_server():
+    """Answers 200 with headers at once, then one byte of body every 0.2 s, for ever."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def serve():
+        connection, _ = listener.accept()
+        connection.recv(65536)
+        connection.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{"
+        )
+        while not stop.wait(0.2):
+            try:
+                connection.sendall(b" ")
+            except OSError:
+                break
+        connection.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    listener.close()
+
+
+def test_every_request_ends_by_its_deadline_however_slowly_the_answer_drips(dripping_server):
+    slow = MarketplaceClient(
+        email=EMAIL, api_token=TOKEN, base_url=dripping_server, deadline=1.0, read_timeout=5.0
+    )
+    started = time.monotonic()
+    with pytest.raises(MarketplaceUnavailable, match="took longer than 1 s"):
+        slow.get_json(f"{dripping_server}/marketplace/rest/3/x")
+    assert time.monotonic() - started < 2.5  # the deadline, not the read timeout, ended it
 
 
 def test_next_link_as_object_or_string(mocked):

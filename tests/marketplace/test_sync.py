@@ -8,7 +8,7 @@ from django_celery_beat.models import PeriodicTask
 from responses import matchers
 
 from engagement.models import Account
-from marketplace import services
+from marketplace import services, sync
 from marketplace.models import MarketplaceConnection, SyncRun
 from tests.factories import AccountFactory
 from tests.marketplace.conftest import (
@@ -167,7 +167,7 @@ def test_transient_failure_retries_later_and_resumes_from_the_page_it_stopped_at
     mocked.get(NEXT_URL, status=503, headers={"Retry-After": "120"})
     connection = connect(acme)
     run = only_run(connection)
-    step = services.sync_run_execute(run_id=run.id)
+    step = sync.sync_run_execute(run_id=run.id)
     run.refresh_from_db()
     assert step.retry_in == 120 and run.outcome == Outcome.RETRYING
     assert run.pages == 1 and run.next_url == NEXT_URL and "503" in run.error
@@ -186,7 +186,7 @@ def test_transient_failure_retries_later_and_resumes_from_the_page_it_stopped_at
 def test_transient_failures_give_up_after_bounded_task_retries(acme, mocked, slept):
     mocked.get(LICENSES_URL, status=500)
     run = run_until_done(only_run(connect(acme)).id)
-    assert run.outcome == Outcome.FAILED and run.attempts == services.TASK_RETRIES
+    assert run.outcome == Outcome.FAILED and run.attempts == sync.TASK_RETRIES
     assert MarketplaceConnection.objects.get(product=acme.product).state == State.ACTIVE
 
 
@@ -248,18 +248,24 @@ def test_two_syncs_of_one_connection_never_run_at_once(acme, mocked):
     assert not again.started and again.run_id == run.id  # the queued run is still due
 
     # a worker holds the lease: another execution of the run does nothing
-    assert services._lease_acquire(connection.id, "other-worker")
-    assert services.sync_run_execute(run_id=run.id).outcome == "busy"
+    assert sync.lease_acquire(connection.id, "other-worker")
+    assert sync.sync_run_execute(run_id=run.id).outcome == "busy"
     assert len(mocked.calls) == 0
-    services._lease_release(connection.id, "other-worker")
+    sync.lease_release(connection.id, "other-worker")
 
 
-def test_a_run_whose_task_was_lost_is_resumed_by_the_next_request(acme, mocked):
+def test_a_run_whose_task_never_started_is_closed_and_the_next_request_starts_afresh(acme, mocked):
     connection = connect(acme)
     run = only_run(connection)
     SyncRun.objects.filter(id=run.id).update(retry_at=timezone.now() - timedelta(hours=1))
-    resumed = services.connection_sync_request(connection_id=connection.id, trigger="scheduled")
-    assert resumed.started and resumed.run_id == run.id
+    again = services.connection_sync_request(connection_id=connection.id, trigger="manual")
+    assert again.started and again.run_id != run.id
+    run.refresh_from_db()
+    assert run.outcome == Outcome.FAILED and "marketplace worker running" in run.error
+    assert (
+        "marketplace worker running"
+        in MarketplaceConnection.objects.get(id=connection.id).last_error
+    )
 
 
 def test_scheduled_full_sync_continues_a_full_sync_that_gave_up(acme, mocked, slept):
@@ -272,7 +278,7 @@ def test_scheduled_full_sync_continues_a_full_sync_that_gave_up(acme, mocked, sl
     result = services.connection_sync_request(connection_id=connection.id, trigger="scheduled")
     run = run_until_done(result.run_id)
     assert run.mode == "full" and run.pages == 1 and run.outcome == Outcome.SUCCEEDED
-    assert f"run {failed.id}" in run.error
+    assert run.note == f"Continues run {failed.id} from where it stopped." and run.error == ""
 
 
 def test_deleting_a_connection_deletes_its_schedule(acme):
@@ -297,7 +303,7 @@ def test_page_writes_are_bulk(acme, mocked, django_assert_max_num_queries):
     licenses = [cloud_license(f"bulk-{n}") for n in range(50)]
     mocked.get(LICENSES_URL, json=license_page(licenses))
     run = only_run(connect(acme))
-    with django_assert_max_num_queries(25):
+    with django_assert_max_num_queries(30):  # a fixed number per commit, none per license
         run = run_until_done(run.id)
     assert run.accounts_created == 50
 
@@ -305,15 +311,15 @@ def test_page_writes_are_bulk(acme, mocked, django_assert_max_num_queries):
 def test_saving_details_during_a_run_closes_it_and_the_new_run_waits_its_turn(acme, mocked):
     mocked.get(LICENSES_URL, json=license_page([cloud_license("w")]))
     first = only_run(connect(acme))
-    assert services._lease_acquire(first.connection_id, "worker-of-the-first-run")
+    assert sync.lease_acquire(first.connection_id, "worker-of-the-first-run")
     connection = connect(acme)  # all four values saved again meanwhile
     first.refresh_from_db()
     assert first.outcome == Outcome.STOPPED and "Superseded" in first.error
     second = SyncRun.objects.filter(connection=connection).first()
-    step = services.sync_run_execute(run_id=second.id)
-    assert step.outcome == "busy" and step.retry_in == services.BUSY_RETRY_SECONDS
+    step = sync.sync_run_execute(run_id=second.id)
+    assert step.outcome == "busy" and step.retry_in == sync.BUSY_RETRY_SECONDS
     # the first run's worker finishing cannot reopen or relabel its closed run
-    assert services._run_finish(first, Outcome.SUCCEEDED).outcome == Outcome.STOPPED
+    assert sync.run_finish(first, Outcome.SUCCEEDED).outcome == Outcome.STOPPED
     assert SyncRun.objects.get(id=first.id).outcome == Outcome.STOPPED
-    services._lease_release(connection.id, "worker-of-the-first-run")
+    sync.lease_release(connection.id, "worker-of-the-first-run")
     assert run_until_done(second.id).outcome == Outcome.SUCCEEDED

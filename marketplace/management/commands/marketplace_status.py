@@ -29,6 +29,11 @@ class Command(BaseCommand):
                 f"run {run['id']} {run['trigger']}/{run['mode']} {run['started_at']} "
                 f"{run['outcome']}: {run['pages']} pages, {run['licenses_seen']} licenses, "
                 f"{run['accounts_matched']} matched, {run['accounts_created']} created, "
-                f"{run['skipped_without_cloud_id']} skipped"
+                f"{run['skipped_without_cloud_id']} without cloudId, "
+                f"{run['skipped_invalid']} skipped as invalid"
                 + (f" ({run['error']})" if run["error"] else "")
             )
+            for reason in run["skipped_reasons"]:
+                self.stdout.write(
+                    f"  skipped {reason['license']}: {reason['field']} {reason['reason']}"
+                )

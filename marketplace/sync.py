@@ -1,0 +1,371 @@
+"""Running one sync: fetch pages from where the run stopped, apply them, close the run.
+
+The other half of the marketplace services (services.py requests syncs; this runs them). One
+worker at a time holds a connection's lease, renewed before every request; a request that finds
+the lease lost or the connection no longer active stops the run before asking the marketplace
+again. Every commit locks the connection row and checks again, so nothing is written after a
+disconnect (connections_disconnect locks the same row). A license the mapping refuses is skipped
+and counted with its reason; the rest of the page and the run go on. Nothing here waits: a
+transient failure returns the delay after which the task should run again.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from engagement.services import account_prefixed_traits_replace
+from marketplace import mapping
+from marketplace.client import (
+    MarketplaceBadAnswer,
+    MarketplaceClient,
+    MarketplaceError,
+    MarketplaceUnauthorized,
+)
+from marketplace.models import License, MarketplaceConnection, SyncRun
+from marketplace.services import LEASE, connection_schedule_keep_in_step
+
+logger = logging.getLogger(__name__)
+
+State = MarketplaceConnection.State
+Outcome = SyncRun.Outcome
+
+BUSY_RETRY_SECONDS = 30.0
+TASK_RETRIES = 6  # consecutive failed attempts at one page before the run fails
+TASK_BACKOFF_BASE = 30.0
+TASK_BACKOFF_MAX = 1800.0  # below the Redis broker's default visibility timeout (1 h)
+MAX_PAGES = 20_000  # one million licenses: bounds a run whose links never end
+PAGES_PER_COMMIT = 4
+MAX_REASONS = 100  # skip reasons kept on a run; the count covers them all
+
+
+@dataclass(frozen=True, slots=True)
+class RunStep:
+    outcome: str
+    retry_in: float | None = None
+
+
+def task_backoff_seconds(attempt: int, retry_after: float | None) -> float:
+    """Exponential backoff between task attempts, or the marketplace's Retry-After if longer."""
+    delay = max(TASK_BACKOFF_BASE * 2**attempt, retry_after or 0.0)
+    return min(delay, TASK_BACKOFF_MAX)
+
+
+# --- the lease --------------------------------------------------------------------------------
+def lease_acquire(connection_id: int, owner: str) -> bool:
+    now = timezone.now()
+    return bool(
+        MarketplaceConnection.objects.filter(id=connection_id, state=State.ACTIVE)
+        .filter(Q(sync_lease_until__isnull=True) | Q(sync_lease_until__lt=now))
+        .update(sync_lease_until=now + LEASE, sync_lease_owner=owner)
+    )
+
+
+def lease_release(connection_id: int, owner: str) -> None:
+    MarketplaceConnection.objects.filter(id=connection_id, sync_lease_owner=owner).update(
+        sync_lease_until=None, sync_lease_owner=""
+    )
+
+
+def _heartbeat(run: SyncRun, owner: str, **changes) -> bool:
+    """Renew the lease before a request; False when the run is no longer this worker's to go
+    on with (the connection left the active state, the run was closed, the lease was lost)."""
+    now = timezone.now()
+    until = now + LEASE
+    renewed = MarketplaceConnection.objects.filter(
+        id=run.connection_id, sync_lease_owner=owner, state=State.ACTIVE
+    ).update(sync_lease_until=until)
+    if not renewed:
+        return False
+    return bool(
+        SyncRun.objects.filter(id=run.id, outcome__in=SyncRun.OPEN).update(
+            heartbeat_at=now, retry_at=until, **changes
+        )
+    )
+
+
+def _still_ours(run: SyncRun, owner: str) -> bool:
+    """Inside a transaction: lock the connection row; True while this worker may write."""
+    locked = (
+        MarketplaceConnection.objects.select_for_update()
+        .filter(id=run.connection_id, state=State.ACTIVE, sync_lease_owner=owner)
+        .values_list("id", flat=True)
+        .first()
+    )
+    return (
+        locked is not None and SyncRun.objects.filter(id=run.id, outcome__in=SyncRun.OPEN).exists()
+    )
+
+
+# --- applying pages ---------------------------------------------------------------------------
+@dataclass(slots=True)
+class PageResult:
+    licenses: int = 0
+    matched: int = 0
+    created: int = 0
+    skipped: int = 0
+    rejected: list[dict] = field(default_factory=list)
+
+
+def _page_apply(connection: MarketplaceConnection, run: SyncRun, records: list) -> PageResult:
+    """Mirror the licenses, pick each cloudId's winner, write its `am.` traits.
+
+    A handful of bulk queries per commit, none per license.
+    """
+    result = PageResult(licenses=len(records))
+    incoming: dict[str, License] = {}
+    for record in records:
+        try:
+            mapped = mapping.license_map(record)
+        except mapping.LicenseRejected as exc:
+            result.rejected.append(
+                {"license": mapping.license_label(record), "field": exc.field, "reason": exc.reason}
+            )
+            continue
+        if mapped.cloud_id is None:
+            result.skipped += 1
+            continue
+        incoming[mapped.ref] = License(
+            connection=connection,
+            cloud_id=mapped.cloud_id,
+            ref=mapped.ref,
+            active=mapped.rank.active,
+            maintenance_end=mapped.rank.maintenance_end,
+            last_updated=mapped.rank.last_updated,
+            traits=mapped.traits,
+            last_run=run,
+        )
+    if not incoming:
+        return result
+    cloud_ids = {row.cloud_id for row in incoming.values()}
+    candidates: dict[str, dict[str, License]] = {cid: {} for cid in cloud_ids}
+    seen_in_run: set[str] = set()
+    for row in License.objects.filter(connection=connection, cloud_id__in=cloud_ids):
+        candidates[row.cloud_id][row.ref] = row
+        if row.last_run_id == run.id:
+            seen_in_run.add(row.cloud_id)
+    for row in incoming.values():
+        for others in candidates.values():
+            others.pop(row.ref, None)  # a license that moved to another cloudId
+        candidates[row.cloud_id][row.ref] = row
+
+    def rank(row: License) -> mapping.Rank:
+        return mapping.Rank(row.active, row.maintenance_end, row.last_updated, row.ref)
+
+    winners = {cid: max(rows.values(), key=rank).traits for cid, rows in candidates.items()}
+    License.objects.bulk_create(
+        list(incoming.values()),
+        update_conflicts=True,
+        unique_fields=["connection", "ref"],
+        update_fields=[
+            "cloud_id",
+            "active",
+            "maintenance_end",
+            "last_updated",
+            "traits",
+            "last_run",
+        ],
+    )
+    written = account_prefixed_traits_replace(
+        product_id=connection.product_id, traits_by_tracking_id=winners, prefix=mapping.PREFIX
+    )
+    # An account met on an earlier page of this run was counted there.
+    result.matched = written.matched - len(seen_in_run)
+    result.created = written.created
+    return result
+
+
+def _batch_commit(
+    connection: MarketplaceConnection,
+    run: SyncRun,
+    owner: str,
+    records: list,
+    *,
+    pages: int,
+    next_url: str | None,
+) -> bool:
+    """Apply fetched pages with the run's counters and where to continue; False (and nothing
+    written) when the run is no longer this worker's."""
+    with transaction.atomic():
+        if not _still_ours(run, owner):
+            return False
+        applied = _page_apply(connection, run, records)
+        run.pages += pages
+        run.licenses_seen += applied.licenses
+        run.accounts_matched += applied.matched
+        run.accounts_created += applied.created
+        run.skipped_without_cloud_id += applied.skipped
+        run.skipped_invalid += len(applied.rejected)
+        room = MAX_REASONS - len(run.skipped_reasons)
+        run.skipped_reasons = run.skipped_reasons + applied.rejected[: max(room, 0)]
+        run.next_url = next_url or ""
+        run.attempts = 0
+        run.save(
+            update_fields=[
+                "pages", "licenses_seen", "accounts_matched", "accounts_created",
+                "skipped_without_cloud_id", "skipped_invalid", "skipped_reasons", "next_url",
+                "attempts",
+            ]
+        )  # fmt: skip
+    return True
+
+
+# --- closing a run ----------------------------------------------------------------------------
+def run_finish(run: SyncRun, outcome: str, error: str = "") -> RunStep:
+    """Close the run with what happened in it, unless someone closed it meanwhile (details saved
+    again, disconnect, the dead-run sweep)."""
+    changes = {"outcome": outcome, "finished_at": timezone.now(), "retry_at": None, "error": error}
+    closed = SyncRun.objects.filter(id=run.id, outcome__in=SyncRun.OPEN).update(**changes)
+    for name, value in changes.items():
+        setattr(run, name, value)
+    return RunStep(outcome=outcome if closed else Outcome.STOPPED)
+
+
+def _connection_error(connection_id: int, message: str, **changes) -> None:
+    MarketplaceConnection.objects.filter(id=connection_id).update(
+        last_error=message, last_error_at=timezone.now(), **changes
+    )
+
+
+def _run_succeed(run: SyncRun, connection: MarketplaceConnection, owner: str) -> RunStep:
+    now = timezone.now()
+    with transaction.atomic():
+        if not _still_ours(run, owner):
+            return RunStep(outcome=Outcome.STOPPED)
+        changes = {"last_success_at": now, "last_error": "", "last_error_at": None}
+        if run.mode == SyncRun.Mode.FULL:
+            changes["full_sync_completed_at"] = now
+        MarketplaceConnection.objects.filter(id=connection.id).update(**changes)
+        return run_finish(run, Outcome.SUCCEEDED)
+
+
+def _run_failure(
+    run: SyncRun, connection: MarketplaceConnection, owner: str, exc: MarketplaceError
+) -> RunStep:
+    """Record a failed request: 401 pauses the connection, a transient error waits to retry,
+    anything else closes the run; the connection's last error says so."""
+    with transaction.atomic():
+        if not _still_ours(run, owner):
+            return RunStep(outcome=Outcome.STOPPED)  # closed meanwhile: its error is moot
+        if isinstance(exc, MarketplaceUnauthorized):
+            _connection_error(
+                connection.id,
+                exc.message,
+                state=State.REQUIRES_AUTHENTICATION,
+                state_changed_at=timezone.now(),
+            )
+            connection.state = State.REQUIRES_AUTHENTICATION
+            connection_schedule_keep_in_step(connection)
+            return run_finish(run, Outcome.UNAUTHORIZED, exc.message)
+        _connection_error(connection.id, exc.message)
+        if exc.transient and run.attempts < TASK_RETRIES:
+            delay = task_backoff_seconds(run.attempts, exc.retry_after)
+            run.attempts += 1
+            run.retries += 1
+            retry_at = timezone.now() + timedelta(seconds=delay)
+            run.outcome = Outcome.RETRYING
+            run.error = (
+                f"{exc.message}; retry {run.attempts} of {TASK_RETRIES} at "
+                f"{timezone.localtime(retry_at):%H:%M:%S %Z}"
+            )
+            run.retry_at = retry_at
+            run.save(update_fields=["attempts", "retries", "outcome", "error", "retry_at"])
+            return RunStep(outcome=Outcome.RETRYING, retry_in=delay)
+        if exc.transient:
+            return run_finish(
+                run, Outcome.FAILED, f"{exc.message} (gave up after {run.attempts} retries)"
+            )
+        outcome = Outcome.FAILED if isinstance(exc, MarketplaceBadAnswer) else Outcome.STOPPED
+        return run_finish(run, outcome, exc.message)
+
+
+# --- the run ----------------------------------------------------------------------------------
+def sync_run_execute(*, run_id: int) -> RunStep:
+    """Fetch and apply pages from where the run stopped until the last page or an error.
+
+    Every commit stores the run's counters and next URL, so a retry resumes at the first page
+    not yet applied. Transient errors return the delay before the next attempt; 401 pauses the
+    connection; 403, 404, other 4xx and malformed answers close the run with what to check. An
+    unexpected error closes the run with its type (the worker log has the rest).
+    """
+    run = SyncRun.objects.get(id=run_id)
+    if run.outcome not in SyncRun.OPEN:
+        return RunStep(outcome=run.outcome)
+    owner = uuid.uuid4().hex
+    if not lease_acquire(run.connection_id, owner):
+        connection = MarketplaceConnection.objects.get(id=run.connection_id)
+        if connection.state != State.ACTIVE:
+            return run_finish(
+                run,
+                Outcome.STOPPED,
+                f"The connection is not active ({connection.get_state_display().lower()}).",
+            )
+        # Another worker holds this connection's sync (a previous run still finishing, or a
+        # duplicate delivery): look again shortly; the run stays open until it gets its turn.
+        return RunStep(outcome="busy", retry_in=BUSY_RETRY_SECONDS)
+    try:
+        return _run_pages(run, owner)
+    except Exception as exc:
+        logger.exception("marketplace sync run %s stopped on an unexpected error", run_id)
+        message = (
+            f"The sync stopped on an unexpected error ({type(exc).__name__}); the worker log "
+            "has the details. Pages applied before it are kept."
+        )
+        try:
+            _connection_error(run.connection_id, message)
+            return run_finish(run, Outcome.FAILED, message)
+        except Exception:  # the database itself is gone: the dead-run sweep closes the run
+            logger.exception("could not record the failure of marketplace sync run %s", run_id)
+            raise exc from None
+    finally:
+        lease_release(run.connection_id, owner)
+
+
+def _run_pages(run: SyncRun, owner: str) -> RunStep:
+    connection = MarketplaceConnection.objects.get(id=run.connection_id)
+    client = MarketplaceClient(email=connection.email, api_token=connection.api_token or "")
+    url = run.next_url or client.licenses_url(
+        developer_id=connection.developer_id,
+        product_id=connection.marketplace_product_id,
+        last_updated=run.last_updated_from.isoformat() if run.last_updated_from else None,
+    )
+    # Running again: a waiting-to-retry message no longer describes the run.
+    if not _heartbeat(run, owner, outcome=Outcome.RUNNING, error=""):
+        return run_finish(run, Outcome.STOPPED, "Stopped: the connection left the active state.")
+    visited: set[str] = set()
+    while url:
+        # Fetch a few pages, then apply them in one transaction with the URL to continue
+        # from: fewer round trips, and a failure part-way still keeps what was fetched.
+        records: list = []
+        pages, failure = 0, None
+        while url and pages < PAGES_PER_COMMIT:
+            if url in visited or len(visited) >= MAX_PAGES:
+                failure = MarketplaceBadAnswer(
+                    f"The marketplace's pages do not end: {urlsplit(url).path} came again."
+                )
+                break
+            if pages and not _heartbeat(run, owner):
+                return RunStep(outcome=Outcome.STOPPED)  # closed by whoever stopped it
+            try:
+                page = client.licenses_page(url)
+            except MarketplaceError as exc:
+                failure = exc
+                break
+            visited.add(url)
+            records.extend(page.licenses)
+            pages += 1
+            url = page.next_url
+        if pages and not _batch_commit(connection, run, owner, records, pages=pages, next_url=url):
+            return RunStep(outcome=Outcome.STOPPED)
+        if failure is not None:
+            return _run_failure(run, connection, owner, failure)
+        if url and not _heartbeat(run, owner):
+            return RunStep(outcome=Outcome.STOPPED)
+    return _run_succeed(run, connection, owner)
