@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from engagement import bulk
 from engagement.models import Event, EventActivity, EventName, EventRollup, User
+from engagement.track_staging import StagedTracks
 
 # (user id, account id or None, event name, Unix milliseconds)
 NewEvent = tuple[int, int | None, str, int]
@@ -31,10 +32,9 @@ _known_event_names: set[tuple[int, str]] = set()
 
 @dataclass(frozen=True, slots=True)
 class StagedTrackIds:
-    """Tracks a caller's query yields (see `tracking_ids_of_tracks`), with the ids of the users
-    and accounts they name, by tracking id."""
+    """The ids of the users and accounts the staged tracks name (see track_staging), by tracking
+    id: the events of those tracks are stored along with the caller's."""
 
-    tracks_sql: str
     users: dict[str, int]
     accounts: dict[str, int]
 
@@ -45,38 +45,12 @@ class StoredEvents:
     account_ids: frozenset[int] = frozenset()
 
 
-def tracking_ids_of_tracks(tracks_sql: str) -> tuple[set[str], set[str]]:
-    """PostgreSQL only: the user and account tracking ids that the tracks of `tracks_sql` name.
-
-    `tracks_sql` is a SELECT, without parameters, of (user tracking id, account tracking id or
-    NULL, event name, Unix milliseconds), one row per track, from the caller's own tables in this
-    transaction: for a caller whose messages are already in the database (the ingestion drain),
-    so the events go from its table to the event tables without a Python object per event and
-    without a copy in between. It is read again by `events_store(staged=...)`, so its rows must
-    not change until then.
-    """
-    users: set[str] = set()
-    accounts: set[str] = set()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT user_tid, group_tid FROM ("  # noqa: S608 - the caller's fixed SQL
-            f"{tracks_sql}) AS t (user_tid, group_tid, name, ms) "
-            "GROUP BY GROUPING SETS ((user_tid), (group_tid))"
-        )
-        for user_tid, group_tid in cursor.fetchall():
-            if user_tid is not None:
-                users.add(user_tid)
-            elif group_tid is not None:
-                accounts.add(group_tid)
-    return users, accounts
-
-
 def events_store(
     *, product_id: int, events: Sequence[NewEvent], staged: StagedTrackIds | None = None
 ) -> StoredEvents:
-    """Store these events and, on PostgreSQL, the tracks of `staged.tracks_sql`, whose
-    users and accounts `staged` maps to ids; a staged track without an account counts for its
-    user's most recently linked account."""
+    """Store these events and, on PostgreSQL with `staged`, the staged tracks (see
+    track_staging), whose users and accounts `staged` maps to ids; a staged track without an
+    account counts for its user's most recently linked account."""
     if not events and staged is None:
         return StoredEvents()
     if connection.vendor == "postgresql":
@@ -145,10 +119,11 @@ _PG_NAMES = f"""INSERT INTO engagement_eventname (product_id, name, first_seen_a
     SELECT DISTINCT %(product)s, name, %(now)s FROM {_STAGE} ORDER BY 2
     ON CONFLICT (product_id, name) DO NOTHING"""
 _NULL = "\\N"
-# A caller's tracks to staged events: tracking ids to ids (the caller's maps, bound as JSON), and
+# The staged tracks to staged events: tracking ids to ids (the caller's maps, bound as JSON), and
 # an event without an account to its user's latest link, looked up once per user.
 _FROM_TRACKS = f"""
-    WITH tracks (user_tid, group_tid, name, ms) AS ({{tracks}}),
+    WITH tracks (user_tid, group_tid, name, ms) AS (
+            SELECT {", ".join(StagedTracks.COLUMNS)} FROM {StagedTracks.TABLE}),
          users AS (
             SELECT tid, id::bigint AS id FROM jsonb_each_text(%(users)s::jsonb) AS u(tid, id)),
          accounts AS (
@@ -190,7 +165,7 @@ def _store_postgresql(
         count = len(events)
         if staged is not None:
             cursor.execute(
-                _FROM_TRACKS.format(tracks=staged.tracks_sql),
+                _FROM_TRACKS,
                 {"users": json.dumps(staged.users), "accounts": json.dumps(staged.accounts)},
             )
             count += cursor.rowcount

@@ -21,6 +21,7 @@ from engagement.models import (
     User,
     Workspace,
 )
+from engagement.track_staging import StagedTracks
 
 MessageKind = Literal["identify", "group", "track"]
 _IN_CHUNK = 5000
@@ -271,13 +272,14 @@ def _accounts_write(accounts: Iterable[_AccountState], now: datetime) -> None:
 
 
 def messages_apply(
-    *, product_id: int, messages: Sequence[Message], tracks_sql: str | None = None
+    *,
+    product_id: int,
+    messages: Sequence[Message],
+    staged_tracks: StagedTracks | None = None,
 ) -> ApplyResult:
-    """Apply validated identify/group/track messages of one product, and with `tracks_sql`
-    (PostgreSQL) the tracks that query yields, exactly as if they were in `messages`.
-    `tracks_sql` is a SELECT without parameters of (user tracking id, account tracking id or
-    NULL, event name, Unix milliseconds), one row per track, over the caller's own tables in this
-    transaction, holding validated data only (see event_store.tracking_ids_of_tracks).
+    """Apply validated identify/group/track messages of one product, and with `staged_tracks`
+    (PostgreSQL) the tracks the caller staged in this transaction (see track_staging), exactly
+    as if they were in `messages`.
 
     Any order of the same messages ends in the same users, accounts, traits and links. A track
     for an unknown user creates that user as not yet identified. An event counts for the account
@@ -288,7 +290,7 @@ def messages_apply(
     """
     result = ApplyResult()
     staged_users, staged_accounts = (
-        event_store.tracking_ids_of_tracks(tracks_sql) if tracks_sql else (set(), set())
+        staged_tracks.tracking_ids() if staged_tracks is not None else (set(), set())
     )
     if not messages and not staged_users:
         return result
@@ -347,11 +349,10 @@ def messages_apply(
         ]
         staged = (
             event_store.StagedTrackIds(
-                tracks_sql=tracks_sql,
                 users={tid: users[tid].id for tid in staged_users},
                 accounts={tid: accounts[tid].id for tid in staged_accounts},
             )
-            if tracks_sql
+            if staged_tracks is not None
             else None
         )
         stored = event_store.events_store(product_id=product_id, events=events, staged=staged)

@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from engagement import services as engagement_services
 from engagement.services import Message
-from ingestion import acceptance
+from engagement.track_staging import StagedTracks, staged_tracks_start
+from ingestion import acceptance, tally
 from ingestion.models import (
     AcceptedRequest,
     DroppedRequest,
@@ -207,8 +208,11 @@ _UNSTAGE_REPEATS = """
         JOIN eds_claimed_key c ON c.message_key = f.message_key
         WHERE f.message_key = s.message_key AND f.request_id = s.request_id
           AND f.place = s.place)"""
-_STAGED_TRACKS = """
-    SELECT user_tid, group_tid, name, ms FROM eds_stage_message WHERE kind = 'track'"""
+# The unique tracks, handed to engagement in its own staging table.
+_STAGED_TRACKS = (
+    f"{StagedTracks.INSERT_INTO} "  # noqa: S608 - fixed names
+    "SELECT user_tid, group_tid, name, ms FROM eds_stage_message WHERE kind = 'track'"
+)
 
 
 def _apply_in_database(
@@ -256,8 +260,10 @@ def _apply_in_database(
             cursor.execute(_UNSTAGE_REPEATS)
         cursor.execute("SELECT body::text FROM eds_stage_message WHERE kind <> 'track'")
         others = [_to_domain(json.loads(body)) for (body,) in cursor.fetchall()]
+        staged_tracks = staged_tracks_start()
+        cursor.execute(_STAGED_TRACKS)
     engagement_services.messages_apply(
-        product_id=product_id, messages=others, tracks_sql=_STAGED_TRACKS
+        product_id=product_id, messages=others, staged_tracks=staged_tracks
     )
 
 
@@ -649,6 +655,7 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
                 drops.extend(_apply_rows(product_id, rows, tries=tries))
         if drops:
             _drops_record(drops)
+        _accepted_tally(claim)
         _accepted_delete(claim)
     return DrainResult(claim.requests, len(drops), claim.more)
 
@@ -782,6 +789,14 @@ def _commit_without_waiting_for_disk() -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+def _accepted_tally(claim: _Claim) -> None:
+    """Count the claim's requests per key and minute (what the dashboard's health page shows)."""
+    if connection.vendor == "postgresql":
+        tally.accepted_minutes_record_claimed()
+    else:
+        tally.accepted_minutes_record((row.key_digest, row.received_at) for row in claim.rows)
 
 
 def _accepted_delete(claim: _Claim) -> None:
