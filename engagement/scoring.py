@@ -104,13 +104,26 @@ def percentile_90(values: Sequence[float]) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+# Scores round half up on the value rounded to this many decimals first: floating point puts an
+# exact half a hair below (100 * 23 / 36.800000000000004 = 62.49999999999999), and this rounds it
+# back, far below the smallest gap between a real ratio of whole raw scores and a half.
+# The SQL (_Dialect.round_half_up) applies the same rule.
+HALF_UP_DECIMALS = 9
+
+
+def round_half_up(value: float) -> int:
+    """Nearest integer, halves up, after rounding to HALF_UP_DECIMALS decimals."""
+    scale = 10**HALF_UP_DECIMALS
+    return math.floor(round(value * scale) / scale + 0.5)
+
+
 def score_from_raw(*, raw: float, p90: float) -> int:
     """The normalisation of design.md, rounding halves up (the SQL does the same)."""
     if raw <= 0 or p90 <= 0:
         return 0
     if raw >= p90:
         return 100
-    return max(1, math.floor(100.0 * raw / p90 + 0.5))
+    return max(1, round_half_up(100.0 * raw / p90))
 
 
 def workspace_config_digest(*, workspace: Workspace) -> str:
@@ -282,10 +295,13 @@ class _Dialect:
         return f"json_each({column}) AS j"
 
     def round_half_up(self, expr: str) -> str:
+        """The SQL of the module's round_half_up (HALF_UP_DECIMALS first, then halves up)."""
+        scale = f"{10**HALF_UP_DECIMALS}.0"
+        nearest = f"ROUND(({expr}) * {scale}) / {scale}"
         # CAST truncates on SQLite, which is floor for the non-negative values used here.
         if self.postgres:
-            return f"FLOOR(({expr}) + 0.5)"
-        return f"CAST(({expr}) + 0.5 AS INTEGER)"
+            return f"FLOOR({nearest} + 0.5)"
+        return f"CAST({nearest} + 0.5 AS INTEGER)"
 
     def score(self, raw: str, p90: str) -> str:
         scaled = self.round_half_up(f"100.0 * ({raw}) / {p90}")

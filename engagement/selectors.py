@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connections, router
-from django.db.models import Count, Exists, OuterRef, QuerySet, TextField
+from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast, Lower
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
@@ -105,7 +105,41 @@ def read_conditions(segment: Segment) -> list[dict]:
 
 
 def _workspaces(product_id: int) -> QuerySet[Workspace]:
-    return _with_json_as_text(Workspace.objects.filter(product_id=product_id), "account_filter")
+    """The product's workspaces, each with `scores_refreshed_at` (its last score refresh)."""
+    refreshed_at = ScoringState.objects.filter(workspace_id=OuterRef("pk")).values("refreshed_at")
+    workspaces = Workspace.objects.filter(product_id=product_id).annotate(
+        scores_refreshed_at=Subquery(refreshed_at[:1])
+    )
+    return _with_json_as_text(workspaces, "account_filter")
+
+
+def _scores_refreshed_at(workspace: Workspace) -> datetime | None:
+    """When the workspace's scores were last refreshed (None: never), from the annotation the
+    read selectors add, else from its ScoringState."""
+    refreshed_at = getattr(workspace, "scores_refreshed_at", _NOT_SELECTED)
+    if refreshed_at is _NOT_SELECTED:
+        refreshed_at = (
+            ScoringState.objects.filter(workspace_id=workspace.id)
+            .values_list("refreshed_at", flat=True)
+            .first()
+        )
+    return refreshed_at
+
+
+def score_computed_at(*, score: ScoreFields, workspace: Workspace) -> datetime | None:
+    """When a score row's values were last computed; None for a row not scored yet.
+
+    Every refresh of a workspace, full or incremental, re-evaluates all of its rows (p90, and
+    with it any score, may move) but rewrites only those whose values changed, so a row's own
+    write time (`computed_at`) can be much older than the figures it still correctly holds. The
+    workspace's last refresh is that time; a row written after it (by hand, an import) keeps its
+    own."""
+    if score.pk is None:
+        return None
+    refreshed_at = _scores_refreshed_at(workspace)
+    if refreshed_at is None or (score.computed_at and score.computed_at > refreshed_at):
+        return score.computed_at
+    return refreshed_at
 
 
 def workspace_list_for_product(*, product_id: int) -> QuerySet[Workspace]:
@@ -153,11 +187,7 @@ def _cached(key: str, workspace: Workspace, compute: Callable[[], T]) -> T:
     # A refresh moves accounts and users from "not scored yet" to "scored": a split counted before
     # it would point a page at rows that are no longer where it looks (an empty page under a
     # non-zero total). So each refresh, like each settings change, starts afresh.
-    refreshed_at = (
-        ScoringState.objects.filter(workspace_id=workspace.id)
-        .values_list("refreshed_at", flat=True)
-        .first()
-    )
+    refreshed_at = _scores_refreshed_at(workspace)
     refreshed = refreshed_at.timestamp() if refreshed_at else 0
     cache_key = f"eds:{key}:{workspace.id}:{workspace.updated_at.timestamp()}:{refreshed}"
     found = cache.get(cache_key)

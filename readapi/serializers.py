@@ -2,9 +2,14 @@
 
 Serializer context: `base` (the absolute root URL, for `_links`), `workspace` (the workspace the
 metrics belong to), `expand` (set of names) and `segments` ({account or user id: [SegmentMember]}).
+
+One format for every record (docs/read-api.md "Record format"): times are `timestamp()` text,
+whole-number metrics integers, shares and ranks rounded by `_rounded`, unknown values null.
 """
 
 import math
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -16,6 +21,7 @@ from engagement.selectors import (
     read_account_filter,
     read_conditions,
     read_traits,
+    score_computed_at,
     tenure_days,
 )
 
@@ -25,6 +31,50 @@ def _link(context: dict, path: str) -> str:
 
 
 # --- Shared pieces ----------------------------------------------------------------------------
+
+
+def timestamp(value: datetime | None) -> str | None:
+    """A time as every read API field carries it: ISO 8601 in UTC with microseconds,
+    `2026-11-23T10:15:00.123456Z` (a naive time is taken as UTC)."""
+    if value is None:
+        return None
+    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return f"{value.replace(tzinfo=None).isoformat(timespec='microseconds')}Z"
+
+
+class TimestampField(serializers.DateTimeField):
+    """A date-time field rendered by `timestamp()`."""
+
+    def to_representation(self, value: datetime | None) -> str | None:
+        return timestamp(value)
+
+
+def _finite(value: object) -> float | None:
+    """A stored number as JSON can carry it: NaN and infinities (PostgreSQL stores them), and
+    anything that is not a number, as null."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _whole(value: object) -> int | None:
+    """A metric the formula makes a whole number (weights and counts are whole), as an integer;
+    a stored fraction (an import) rounds half up."""
+    number = _finite(value)
+    return None if number is None else math.floor(number + 0.5)
+
+
+def _rounded(value: object, places: int) -> float | None:
+    """A fraction rounded half up to `places` decimals, as its shortest decimal text reads."""
+    number = _finite(value)
+    if number is None:
+        return None
+    exact = Decimal(repr(number)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    return float(exact)
+
+
+RANK_DECIMALS = 1  # percentile_rank
+SHARE_DECIMALS = 4  # adoption, active_user_share
 
 
 class _ReadWith:
@@ -61,7 +111,7 @@ class BreakdownItemSerializer(serializers.Serializer):
     event = serializers.CharField()
     count = serializers.IntegerField()
     weight = serializers.IntegerField()
-    points = serializers.FloatField()
+    points = serializers.IntegerField(allow_null=True, help_text="count x weight.")
 
 
 class EventWeightSerializer(serializers.Serializer):
@@ -83,7 +133,7 @@ class SegmentRefSerializer(serializers.Serializer):
 
     id = serializers.IntegerField(source="segment_id")
     name = serializers.CharField(source="segment.name")
-    joined_at = serializers.DateTimeField()
+    joined_at = TimestampField()
     _links = serializers.SerializerMethodField()
 
     @extend_schema_field(RecordLinksSerializer)
@@ -106,8 +156,8 @@ class WorkspaceSerializer(serializers.Serializer):
     daily_event_cap = serializers.IntegerField(allow_null=True)
     account_filter = ReadDictField(read=read_account_filter)
     event_weights = EventWeightSerializer(source="weights.all", many=True)
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
+    created_at = TimestampField()
+    updated_at = TimestampField()
     stats = serializers.SerializerMethodField(help_text="With expand=stats only.")
     _links = serializers.SerializerMethodField()
 
@@ -135,25 +185,13 @@ class WorkspaceSerializer(serializers.Serializer):
 # --- Accounts and users -----------------------------------------------------------------------
 
 
-_datetime = serializers.DateTimeField()
-
-
-def _when(value) -> str | None:
-    return None if value is None else _datetime.to_representation(value)
-
-
-def _finite(value: float | None) -> float | None:
-    """A stored float as JSON carries it: NaN and infinities (PostgreSQL stores them) as null."""
-    return value if value is None or math.isfinite(value) else None
-
-
 def _breakdown(items: list) -> list[dict]:
     return [
         {
             "event": item.get("event"),
             "count": item.get("count", 0),
             "weight": item.get("weight", 0),
-            "points": float(item.get("points", 0)),
+            "points": _whole(item.get("points", 0)),
         }
         for item in items or []
     ]
@@ -172,18 +210,29 @@ class ScoredRecordSerializer(serializers.Serializer):
     engagement_score = serializers.IntegerField(help_text="0-100 in this workspace.")
     score_change = serializers.IntegerField(help_text="Now minus one lookback period earlier.")
     previous_score = serializers.IntegerField(help_text="The score one lookback period earlier.")
-    percentile_rank = serializers.FloatField(help_text="0-100 within the workspace.")
-    raw_score = serializers.FloatField(help_text="Sum of event weights in the window.")
+    percentile_rank = serializers.FloatField(
+        allow_null=True, help_text="0-100 within the workspace, one decimal."
+    )
+    raw_score = serializers.IntegerField(
+        allow_null=True, help_text="Sum of event weights in the window."
+    )
+    previous_raw_score = serializers.IntegerField(
+        allow_null=True, help_text="The raw score of the window one lookback period earlier."
+    )
     active_days = serializers.IntegerField()
-    adoption = serializers.FloatField(help_text="Share (0-1) of weighted event names used.")
+    adoption = serializers.FloatField(
+        allow_null=True, help_text="Share (0-1) of weighted event names used, four decimals."
+    )
     events_in_window = serializers.IntegerField()
-    last_seen = serializers.DateTimeField(allow_null=True)
+    last_seen = TimestampField(allow_null=True)
     tenure_days = serializers.IntegerField(
         help_text="Days since the createdAt trait, else since first seen."
     )
     score_breakdown = BreakdownItemSerializer(many=True)
-    scored_at = serializers.DateTimeField(
-        allow_null=True, help_text="When the score was computed; null before the first scoring."
+    scored_at = TimestampField(
+        allow_null=True,
+        help_text="When the score was last computed (the workspace's last score refresh); "
+        "null before the first scoring.",
     )
     traits = serializers.DictField(required=False, help_text="With expand=traits only.")
     segments = SegmentRefSerializer(many=True, required=False, help_text="expand=segments only.")
@@ -204,20 +253,22 @@ class ScoredRecordSerializer(serializers.Serializer):
             tenure = score.tenure_days  # the engine's figure when it stored one
         else:
             tenure = tenure_days(traits=traits, first_seen=self.fallback_first_seen(subject))
+        computed_at = score_computed_at(score=score, workspace=self.context["workspace"])
         return {
             "workspace_id": score.workspace_id,
             "engagement_score": score.engagement_score,
             "score_change": score.score_change,
             "previous_score": score.previous_score,
-            "percentile_rank": _finite(score.percentile_rank),
-            "raw_score": _finite(score.raw_score),
+            "percentile_rank": _rounded(score.percentile_rank, RANK_DECIMALS),
+            "raw_score": _whole(score.raw_score),
+            "previous_raw_score": _whole(score.previous_raw_score),
             "active_days": score.active_days,
-            "adoption": _finite(score.adoption),
+            "adoption": _rounded(score.adoption, SHARE_DECIMALS),
             "events_in_window": score.events_in_window,
-            "last_seen": _when(score.last_seen),
+            "last_seen": timestamp(score.last_seen),
             "tenure_days": tenure,
             "score_breakdown": _breakdown(score.score_breakdown),
-            "scored_at": _when(score.computed_at) if scored else None,
+            "scored_at": timestamp(computed_at),
         }
 
     def finish(self, data: dict, score, traits: dict) -> dict:
@@ -243,10 +294,12 @@ class AccountSerializer(ScoredRecordSerializer):
     tracking_id = serializers.CharField()
     name = serializers.CharField(allow_null=True, help_text="The name trait, when a string.")
     identified = serializers.BooleanField()
-    created_at = serializers.DateTimeField()
+    created_at = TimestampField()
     active_users = serializers.IntegerField()
     total_users = serializers.IntegerField()
-    active_user_share = serializers.FloatField(help_text="Share (0-1) of users active.")
+    active_user_share = serializers.FloatField(
+        allow_null=True, help_text="Share (0-1) of users active, four decimals."
+    )
 
     kind = "accounts"
 
@@ -265,11 +318,11 @@ class AccountSerializer(ScoredRecordSerializer):
             "tracking_id": account.tracking_id,
             "name": name if isinstance(name, str) else None,
             "identified": account.identified,
-            "created_at": _when(account.created_at),
+            "created_at": timestamp(account.created_at),
             **self.metrics(score, traits),
             "active_users": score.active_users,
             "total_users": score.total_users,
-            "active_user_share": _finite(score.active_user_share),
+            "active_user_share": _rounded(score.active_user_share, SHARE_DECIMALS),
         }
         return self.finish(data, score, traits)
 
@@ -279,9 +332,9 @@ class UserSerializer(ScoredRecordSerializer):
 
     id = serializers.IntegerField()
     tracking_id = serializers.CharField()
-    email = serializers.CharField()
+    email = serializers.CharField(allow_null=True, help_text="null until the user sends one.")
     identified = serializers.BooleanField()
-    first_seen = serializers.DateTimeField(allow_null=True)
+    first_seen = TimestampField(allow_null=True)
 
     kind = "users"
 
@@ -297,15 +350,15 @@ class UserSerializer(ScoredRecordSerializer):
         data = {
             "id": user.id,
             "tracking_id": user.tracking_id,
-            "email": user.email,
+            "email": user.email or None,
             "identified": user.identified,
-            "first_seen": _when(user.first_seen_at),
+            "first_seen": timestamp(user.first_seen_at),
             **self.metrics(score, traits),
         }
         # The user row's own last-seen time is written as events are applied, seconds before
         # the next score refresh: the fresher of the two is what a reader wants.
         if user.last_seen_at and (score.last_seen is None or user.last_seen_at > score.last_seen):
-            data["last_seen"] = _when(user.last_seen_at)
+            data["last_seen"] = timestamp(user.last_seen_at)
         return self.finish(data, score, traits)
 
 
@@ -319,8 +372,8 @@ class SegmentSerializer(serializers.Serializer):
     workspace_id = serializers.IntegerField()
     conditions = ReadListField(child=serializers.DictField(), read=read_conditions)
     member_count = serializers.IntegerField()
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
+    created_at = TimestampField()
+    updated_at = TimestampField()
     _links = serializers.SerializerMethodField()
 
     @extend_schema_field(RecordLinksSerializer)
@@ -338,7 +391,7 @@ class SegmentMemberSerializer(serializers.Serializer):
     id = serializers.SerializerMethodField(help_text="The account's or the user's id.")
     type = serializers.SerializerMethodField()
     tracking_id = serializers.SerializerMethodField()
-    joined_at = serializers.DateTimeField()
+    joined_at = TimestampField()
     _links = serializers.SerializerMethodField()
 
     def get_id(self, member) -> int:

@@ -76,6 +76,17 @@ def test_score_rounds_half_up_and_never_below_one():
     assert score_from_raw(raw=30, p90=10) == 100
 
 
+def test_an_exact_half_rounds_up_whatever_floating_point_makes_of_p90():
+    # 100 x 23 / 36.8 = 62.5 exactly, but interpolation computes 36.8 as 36.800000000000004 (or,
+    # in PostgreSQL over other values, 36.80000000000007): the ratio falls a hair below 62.5.
+    assert score_from_raw(raw=23, p90=36.800000000000004) == 63
+    assert score_from_raw(raw=23, p90=36.80000000000007) == 63
+    assert score_from_raw(raw=3, p90=8) == 38  # 37.5
+    # A ratio that really is below the half still rounds down: 100 x 125 / 200.0000008 =
+    # 62.49999975.
+    assert score_from_raw(raw=125, p90=200.0000008) == 62
+
+
 def test_window_is_the_lookback_days_ending_today():
     window = scoring_window(lookback_days=7, today=datetime(2026, 3, 10).date())
     assert (str(window.start), str(window.end)) == ("2026-03-04", "2026-03-10")
@@ -103,6 +114,31 @@ def test_weighted_raw_scores_normalised_against_p90(five_users):
         "u4": 0,
         "u5": 29,
         "u6": 0,
+    }
+
+
+def test_exact_halves_round_up_in_the_database_too(acme):
+    """Raws 1, 10, 20, 23, 46: p90 = 23 + 0.6 x (46 - 23) = 36.8, which both PostgreSQL's
+    percentile_cont and the portable path compute as 36.800000000000004."""
+    apply(
+        acme,
+        track("u1", "Login"),
+        track("u2", "Login", times=10),
+        track("u3", "Login", times=20),
+        track("u4", "Login", times=23),
+        track("u5", "Login", times=46),
+    )
+    workspace_rescore(workspace_id=acme.workspace.id)
+
+    assert ScoringState.objects.get(workspace=acme.workspace).p90 == pytest.approx(36.8)
+    # 100 x 23 / 36.8 = 62.5 -> 63; 100 / 36.8 = 2.72 -> 3; 1000 / 36.8 = 27.17 -> 27;
+    # 2000 / 36.8 = 54.35 -> 54; 46 >= p90 -> 100.
+    assert {k: s.engagement_score for k, s in user_scores(acme).items()} == {
+        "u1": 3,
+        "u2": 27,
+        "u3": 54,
+        "u4": 63,
+        "u5": 100,
     }
 
 

@@ -119,3 +119,24 @@ def test_read_api_statuses_expand_and_optional_stats(client, db):
     parameters = schema["paths"]["/v2/accounts"]["get"]["parameters"]
     expand = next(p for p in parameters if p["name"] == "expand")
     assert expand["schema"]["items"]["enum"] == ["traits", "segments"]
+
+
+def test_record_schemas_say_the_served_types_and_nulls(client, db):
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    schemas = schema["components"]["schemas"]
+    for name in ("Account", "User"):
+        properties, required = schemas[name]["properties"], schemas[name]["required"]
+        for field in ("raw_score", "previous_raw_score"):
+            assert properties[field]["type"] == "integer", (name, field)
+            assert field in required
+        for field in ("percentile_rank", "adoption"):
+            assert properties[field]["type"] == "number", (name, field)
+        for field in ("last_seen", "scored_at"):
+            assert properties[field] == {
+                **properties[field],
+                "format": "date-time",
+                "nullable": True,
+            }
+    assert schemas["User"]["properties"]["email"]["nullable"] is True
+    assert schemas["Account"]["properties"]["active_user_share"]["nullable"] is True
+    assert schemas["BreakdownItem"]["properties"]["points"]["type"] == "integer"

@@ -110,3 +110,17 @@ def test_workspace_id_is_required(read, acme):
 def test_needs_a_token(read, acme):
     response = read(None, "/v1/accounts", workspace_id=acme.workspace.id, id=1)
     assert response.status_code == 401
+
+
+def test_by_id_answers_the_list_envelope_holding_the_v2_record(read, acme):
+    """Clients of the legacy lookup read a list whichever way they look up."""
+    account = add_account(acme, "acct_1", name="Acme Corp")
+    add_account(acme, "acct_2")
+    score_account(acme.workspace, account, 61)
+
+    body = lookup(read, acme, id=account.id).json()
+    detail = read(acme, f"/v2/accounts/{account.id}").json()
+
+    assert set(body) == {"data", "pagination", "_links"}
+    assert body["pagination"] == {"limit": 20, "offset": 0, "total": 1}
+    assert body["data"] == [detail]
