@@ -1,6 +1,6 @@
 from django.urls import path
 
-from readapi import views
+from readapi import history_views, views
 
 urlpatterns = [
     path("v2/workspaces", views.WorkspaceListView.as_view(), name="read-workspaces"),
@@ -11,8 +11,18 @@ urlpatterns = [
     ),
     path("v2/accounts", views.AccountListView.as_view(), name="read-accounts"),
     path("v2/accounts/<int:account_id>", views.AccountDetailView.as_view(), name="read-account"),
+    path(
+        "v2/accounts/<int:account_id>/history",
+        history_views.AccountHistoryView.as_view(),
+        name="read-account-history",
+    ),
     path("v2/users", views.UserListView.as_view(), name="read-users"),
     path("v2/users/<int:user_id>", views.UserDetailView.as_view(), name="read-user"),
+    path(
+        "v2/users/<int:user_id>/history",
+        history_views.UserHistoryView.as_view(),
+        name="read-user-history",
+    ),
     path("v2/segments", views.SegmentListView.as_view(), name="read-segments"),
     path("v2/segments/<int:segment_id>", views.SegmentDetailView.as_view(), name="read-segment"),
     path(
