@@ -3,16 +3,16 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.health import healthz
-from config.landing import landing
 
 urlpatterns = [
-    path("", landing, name="landing"),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("", include("readapi.urls")),
     path("", include("ingestion.urls")),
+    # The site's root is the dashboard (the admin's "View site" leads here).
+    path("", include("dashboard.urls")),
 ]
 
 handler400 = "config.errors.bad_request"

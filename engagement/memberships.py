@@ -6,7 +6,7 @@ Superusers see and manage every product; anyone else sees the products they are 
 
 from django.db.models import QuerySet
 
-from engagement.models import Product, ProductMembership
+from engagement.models import Product, ProductMembership, Workspace
 
 
 def products_visible_to(user) -> QuerySet[Product]:
@@ -47,3 +47,17 @@ def product_role(user, product_id: int) -> str | None:
         .values_list("role", flat=True)
         .first()
     )
+
+
+def workspaces_visible_to(user) -> QuerySet[Workspace]:
+    """The workspaces of the products this user may read, by product name then creation."""
+    return (
+        Workspace.objects.filter(product__in=products_visible_to(user).values("id"))
+        .select_related("product")
+        .order_by("product__name", "product_id", "id")
+    )
+
+
+def workspace_visible_to(user, workspace_id: int) -> Workspace | None:
+    """The workspace with this id if this user may read its product, else None."""
+    return workspaces_visible_to(user).filter(id=workspace_id).first()

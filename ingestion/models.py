@@ -108,6 +108,22 @@ class DroppedRequest(models.Model):
         indexes = [models.Index(fields=["product", "reason"], name="drop_product_reason_idx")]
 
 
+class AcceptedMinute(models.Model):
+    """How many requests under one ingestion key were accepted in one minute, counted as a
+    drain applies them (the doors write nothing more per request). A drain appends its own rows
+    rather than adding to a shared one, so concurrent drains never wait on each other's locks;
+    reads sum them. Kept INGESTION_DROP_RETENTION_DAYS, like the drop log."""
+
+    key_digest = models.CharField(max_length=64)
+    minute = models.DateTimeField()
+    requests = models.PositiveIntegerField()
+    # The latest time one of these requests was accepted: the key's "last request seen".
+    last_received_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["key_digest", "minute"], name="accepted_minute_key_idx")]
+
+
 def seen_message_key(product_id: int, message_id: str) -> uuid.UUID:
     """SeenMessage's key: what PostgreSQL computes as md5(product_id || ':' || message_id)."""
     digest = hashlib.md5(f"{product_id}:{message_id}".encode(), usedforsecurity=False)

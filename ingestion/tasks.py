@@ -6,7 +6,7 @@ import time
 from celery import shared_task
 from django.conf import settings
 
-from ingestion import services
+from ingestion import services, tally
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,10 @@ def sweep_accepted_requests() -> int:
 
 @shared_task(ignore_result=True)
 def purge_old_drops() -> int:
-    return services.drops_purge(older_than_days=settings.INGESTION_DROP_RETENTION_DAYS)
+    """The drop log and the tally of accepted requests, past INGESTION_DROP_RETENTION_DAYS."""
+    days = settings.INGESTION_DROP_RETENTION_DAYS
+    tally.accepted_minutes_purge(older_than_days=days)
+    return services.drops_purge(older_than_days=days)
 
 
 @shared_task(ignore_result=True)

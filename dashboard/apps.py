@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class DashboardConfig(AppConfig):
+    """The product teams' web pages: scores, accounts, users, segments, ingestion health."""
+
+    name = "dashboard"
+    verbose_name = "Dashboard"

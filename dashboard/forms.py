@@ -1,0 +1,44 @@
+"""The account list's query string: search, segment, health band, order, page."""
+
+from django import forms
+
+from engagement.overview import ACCOUNT_SORTS, BANDS, AccountQuery
+
+PER_PAGE = 25
+DEFAULTS = {"q": "", "segment": None, "band": "", "sort": "score", "order": "desc", "page": 1}
+
+
+class AccountListForm(forms.Form):
+    q = forms.CharField(required=False, max_length=200, label="Search")
+    segment = forms.IntegerField(required=False, min_value=1, label="Segment")
+    band = forms.ChoiceField(
+        required=False,
+        label="Health",
+        choices=[("", "Any score")] + [(key, label) for key, label, _, _ in BANDS],
+    )
+    sort = forms.ChoiceField(
+        required=False, choices=[(name, name) for name in ACCOUNT_SORTS], label="Sort by"
+    )
+    order = forms.ChoiceField(
+        required=False, choices=[("desc", "descending"), ("asc", "ascending")], label="Order"
+    )
+    page = forms.IntegerField(required=False, min_value=1)
+
+    def values(self) -> dict:
+        """The valid parameters, the defaults for the rest (a bad value is not an error page)."""
+        self.is_valid()
+        found = {**DEFAULTS}
+        for name, value in self.cleaned_data.items():
+            if value not in (None, ""):
+                found[name] = value
+        return found
+
+    def query(self) -> AccountQuery:
+        values = self.values()
+        return AccountQuery(
+            search=values["q"],
+            segment_id=values["segment"],
+            band=values["band"],
+            sort=values["sort"],
+            ascending=values["order"] == "asc",
+        )

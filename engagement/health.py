@@ -1,0 +1,109 @@
+"""Health of what feeds a product, as typed records the dashboard shows.
+
+The data lives in other apps (ingestion's store and drop log, the marketplace connection), and
+engagement imports none of them: each app registers a provider here from its AppConfig.ready(),
+and readers ask this module. A provider that is not registered (an app not installed) shows as
+nothing, not as an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MinuteCount:
+    minute: datetime
+    requests: int
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """Accepted requests of the product a worker has not applied yet."""
+
+    requests: int
+    oldest_received_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class DropSummary:
+    """Drops with one reason, key and endpoint since the window began."""
+
+    reason: str
+    reason_label: str
+    key_fingerprint: str
+    endpoint: str
+    drops: int
+    messages: int
+    last_dropped_at: datetime
+    last_detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeyActivity:
+    label: str
+    fingerprint: str
+    active: bool
+    created_at: datetime
+    last_request_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class IngestionHealth:
+    since: datetime
+    accepted_per_minute: list[MinuteCount]  # oldest first, minutes without requests left out
+    backlog: Backlog
+    drops: list[DropSummary]  # most drops first
+    keys: list[KeyActivity]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionHealth:
+    """An outside source that writes into the product (the marketplace connection)."""
+
+    name: str
+    state: str
+    state_label: str
+    healthy: bool
+    last_run_at: datetime | None
+    last_run_outcome: str
+    last_success_at: datetime | None
+    last_error: str
+    last_error_at: datetime | None
+
+
+# (product id, since, include drops no product can be told: unknown keys) -> IngestionHealth
+IngestionProvider = Callable[[int, datetime, bool], IngestionHealth]
+# (product id) -> the product's connections (none configured: an empty list)
+ConnectionProvider = Callable[[int], list[ConnectionHealth]]
+
+_ingestion_providers: list[IngestionProvider] = []
+_connection_providers: list[ConnectionProvider] = []
+
+
+def ingestion_provider_register(provider: IngestionProvider) -> None:
+    if provider not in _ingestion_providers:
+        _ingestion_providers.append(provider)
+
+
+def connection_provider_register(provider: ConnectionProvider) -> None:
+    if provider not in _connection_providers:
+        _connection_providers.append(provider)
+
+
+def ingestion_health(
+    *, product_id: int, since: datetime, include_unattributed: bool = False
+) -> IngestionHealth | None:
+    """What the ingestion provider reports for the product; None if none is registered."""
+    if not _ingestion_providers:
+        return None
+    return _ingestion_providers[0](product_id, since, include_unattributed)
+
+
+def connection_health(*, product_id: int) -> list[ConnectionHealth]:
+    found: list[ConnectionHealth] = []
+    for provider in _connection_providers:
+        found.extend(provider(product_id))
+    return found

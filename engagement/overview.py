@@ -1,0 +1,500 @@
+"""Reads for the dashboard: a workspace at a glance, the account list with its search, filters
+and sorting, and the daily figures behind an account's, a user's and a segment's page.
+
+Always given a workspace (or a record) the caller has already scoped to the signed-in user's
+products; nothing here checks who asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+
+from django.core.cache import cache
+from django.db.models import (
+    Count,
+    F,
+    FilteredRelation,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+)
+from django.db.models.functions import Coalesce, Lower, TruncDate
+from django.utils import timezone
+
+from engagement.models import (
+    Account,
+    AccountScore,
+    EventRollup,
+    Membership,
+    ScoringState,
+    Segment,
+    SegmentMember,
+    User,
+    UserScore,
+    Workspace,
+)
+from engagement.segments import TraitText, accounts_admitted
+from engagement.selectors import (
+    account_list_ranked,
+    read_account_filter,
+    read_traits,
+    workspace_stats,
+)
+
+MARKETPLACE_PREFIX = "am."
+# Health bands of a 0-100 score: (key, label, lowest, highest).
+BANDS = (
+    ("low", "0-50", 0, 50),
+    ("medium", "51-75", 51, 75),
+    ("high", "76-100", 76, 100),
+)
+# A change of at least this many points is marked as heating up (or cooling down).
+MARKED_CHANGE = 10
+# Whole-workspace figures (counts over a million score rows, sums over the rollups of the
+# window) are cached this long; a score refresh or a settings change starts afresh.
+OVERVIEW_CACHE_SECONDS = 60
+TOP_EVENTS = 10
+TOP_MOVERS = 5
+# How the account list can be ordered: key -> the annotation it sorts on. Ties by id.
+ACCOUNT_SORTS = ("score", "change", "name", "last_seen", "active_users")
+
+
+def _today() -> date:
+    return timezone.now().date()
+
+
+def _days(days: int, today: date | None = None) -> list[date]:
+    """The `days` days ending today, oldest first."""
+    today = today or _today()
+    return [today - timedelta(days=offset) for offset in range(days - 1, -1, -1)]
+
+
+def _refreshed_key(workspace: Workspace) -> str:
+    refreshed = (
+        ScoringState.objects.filter(workspace_id=workspace.id)
+        .values_list("refreshed_at", flat=True)
+        .first()
+    )
+    stamp = refreshed.timestamp() if refreshed else 0
+    return f"{workspace.id}:{workspace.updated_at.timestamp()}:{stamp}"
+
+
+def _cached(name: str, workspace: Workspace, compute: Callable[[], object]) -> object:
+    key = f"eds:dashboard:{name}:{_refreshed_key(workspace)}"
+    found = cache.get(key)
+    if found is None:
+        found = compute()
+        cache.set(key, found, OVERVIEW_CACHE_SECONDS)
+    return found
+
+
+# --- Workspace overview -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DayCount:
+    day: date
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Mover:
+    account_id: int
+    tracking_id: str
+    name: str
+    score: int
+    change: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceOverview:
+    accounts: int
+    users: int
+    active_accounts: int
+    active_users: int
+    bands: list[tuple[str, int]]  # (label, accounts)
+    events_per_day: list[DayCount]
+    top_events: list[tuple[str, int]]
+    movers_up: list[Mover]
+    movers_down: list[Mover]
+    window_days: int
+
+
+def _movers(workspace: Workspace, ordering: str, condition: Q) -> list[Mover]:
+    rows = (
+        AccountScore.objects.filter(condition, workspace_id=workspace.id)
+        .annotate(tracking_id=F("account__tracking_id"), name=TraitText("name", "account__traits"))
+        .order_by(ordering, "account_id")
+        .values("account_id", "tracking_id", "name", "engagement_score", "score_change")[
+            :TOP_MOVERS
+        ]
+    )
+    return [
+        Mover(
+            account_id=row["account_id"],
+            tracking_id=row["tracking_id"],
+            name=row["name"] or "",
+            score=row["engagement_score"],
+            change=row["score_change"],
+        )
+        for row in rows
+    ]
+
+
+def _bands(workspace: Workspace, accounts: int) -> list[tuple[str, int]]:
+    scores = AccountScore.objects.filter(workspace_id=workspace.id)
+    counts = scores.aggregate(
+        scored=Count("id"),
+        **{
+            key: Count("id", filter=Q(engagement_score__gte=low, engagement_score__lte=high))
+            for key, _, low, high in BANDS
+        },
+    )
+    # Accounts not scored yet score 0: they belong to the lowest band.
+    unscored = max(accounts - counts["scored"], 0)
+    return [
+        (label, counts[key] + (unscored if index == 0 else 0))
+        for index, (key, label, _, _) in enumerate(BANDS)
+    ]
+
+
+def _events(workspace: Workspace, days: list[date]) -> tuple[list[DayCount], list[tuple]]:
+    rows = (
+        EventRollup.objects.filter(product_id=workspace.product_id, day__gte=days[0])
+        .values("day", "event_name")
+        .annotate(events=Sum("count"))
+    )
+    per_day: dict[date, int] = {}
+    per_event: dict[str, int] = {}
+    for row in rows:
+        per_day[row["day"]] = per_day.get(row["day"], 0) + row["events"]
+        per_event[row["event_name"]] = per_event.get(row["event_name"], 0) + row["events"]
+    top = sorted(per_event.items(), key=lambda item: (-item[1], item[0]))[:TOP_EVENTS]
+    return [DayCount(day, per_day.get(day, 0)) for day in days], top
+
+
+def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
+    """Counts, active counts, the score bands, events per day and the top events of the
+    workspace's window, and the accounts whose score moved most since the previous period."""
+
+    def compute() -> WorkspaceOverview:
+        stats = workspace_stats(workspace=workspace)
+        days = _days(workspace.lookback_days)
+        events_per_day, top_events = _events(workspace, days)
+        return WorkspaceOverview(
+            accounts=stats.accounts,
+            users=stats.users,
+            active_accounts=AccountScore.objects.filter(
+                workspace_id=workspace.id, active_users__gt=0
+            ).count(),
+            active_users=UserScore.objects.filter(
+                workspace_id=workspace.id, events_in_window__gt=0
+            ).count(),
+            bands=_bands(workspace, stats.accounts),
+            events_per_day=events_per_day,
+            top_events=top_events,
+            movers_up=_movers(workspace, "-score_change", Q(score_change__gt=0)),
+            movers_down=_movers(workspace, "score_change", Q(score_change__lt=0)),
+            window_days=workspace.lookback_days,
+        )
+
+    return _cached("overview", workspace, compute)
+
+
+# --- Account list -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AccountQuery:
+    """What the account list shows: a search (name, domain or tracking id), a segment, a health
+    band, and an order (descending unless `ascending`)."""
+
+    search: str = ""
+    segment_id: int | None = None
+    band: str = ""
+    sort: str = "score"
+    ascending: bool = False
+
+    @property
+    def is_plain_ranking(self) -> bool:
+        return not (self.search or self.segment_id or self.band) and (
+            self.sort == "score" and not self.ascending
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AccountRow:
+    id: int
+    tracking_id: str
+    name: str
+    domain: str
+    score: int
+    change: int
+    active_users: int
+    total_users: int
+    last_seen: datetime | None
+    traits: dict = field(default_factory=dict)
+
+    @property
+    def heating(self) -> bool:
+        return self.change >= MARKED_CHANGE
+
+    @property
+    def cooling(self) -> bool:
+        return self.change <= -MARKED_CHANGE
+
+    def trait(self, name: str) -> object:
+        return self.traits.get(name)
+
+
+@dataclass(frozen=True, slots=True)
+class AccountListPage:
+    rows: list[AccountRow]
+    total: int
+    page: int
+    per_page: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.per_page))
+
+
+def _account_queryset(workspace: Workspace, query: AccountQuery) -> QuerySet[Account]:
+    accounts = accounts_admitted(
+        Account.objects.filter(product_id=workspace.product_id), read_account_filter(workspace)
+    )
+    accounts = accounts.annotate(
+        ws=FilteredRelation("scores", condition=Q(scores__workspace_id=workspace.id))
+    ).annotate(
+        score=Coalesce(F("ws__engagement_score"), Value(0)),
+        change=Coalesce(F("ws__score_change"), Value(0)),
+        active_users=Coalesce(F("ws__active_users"), Value(0)),
+        total_users=Coalesce(F("ws__total_users"), Value(0)),
+        last_seen=F("ws__last_seen"),
+        name=TraitText("name", "traits"),
+        domain=TraitText("domain", "traits"),
+    )
+    term = query.search.strip().lower()
+    if term:
+        accounts = accounts.alias(
+            name_lower=Lower(TraitText("name", "traits")),
+            domain_lower=Lower(TraitText("domain", "traits")),
+        ).filter(
+            Q(tracking_id__icontains=term)
+            | Q(name_lower__contains=term)
+            | Q(domain_lower__contains=term)
+        )
+    if query.segment_id is not None:
+        members = SegmentMember.objects.filter(segment_id=query.segment_id)
+        accounts = accounts.filter(id__in=members.values("account_id"))
+    for key, _, low, high in BANDS:
+        if query.band == key:
+            accounts = accounts.filter(score__gte=low, score__lte=high)
+    if query.sort not in ACCOUNT_SORTS:
+        raise ValueError(f"unknown sort {query.sort!r}")
+    column = F(query.sort)
+    if query.ascending:
+        order = column.asc(nulls_first=True)
+        tie = "id"
+    else:
+        order = column.desc(nulls_last=True)
+        tie = "id" if query.sort == "score" else "-id"
+    return accounts.order_by(order, tie)
+
+
+def _row(account: Account) -> AccountRow:
+    return AccountRow(
+        id=account.id,
+        tracking_id=account.tracking_id,
+        name=account.name or "",
+        domain=account.domain or "",
+        score=account.score,
+        change=account.change,
+        active_users=account.active_users,
+        total_users=account.total_users,
+        last_seen=account.last_seen,
+        traits=read_traits(account),
+    )
+
+
+def _ranked_row(score: AccountScore) -> AccountRow:
+    traits = read_traits(score.account)
+    return AccountRow(
+        id=score.account_id,
+        tracking_id=score.account.tracking_id,
+        name=_text(traits.get("name")),
+        domain=_text(traits.get("domain")),
+        score=score.engagement_score,
+        change=score.score_change,
+        active_users=score.active_users,
+        total_users=score.total_users,
+        last_seen=score.last_seen,
+        traits=traits,
+    )
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ("" if value is None else str(value))
+
+
+def account_list_page(
+    *, workspace: Workspace, query: AccountQuery, page: int, per_page: int
+) -> AccountListPage:
+    """One page (from 1) of the workspace's accounts as the query asks.
+
+    The plain ranking (no search or filter, highest score first) pages through the rank index
+    from cached bookmarks, so a deep page costs what the first one does; a search or a filter
+    narrows the accounts before they are sorted.
+    """
+    offset = (page - 1) * per_page
+    if query.is_plain_ranking:
+        ranked = account_list_ranked(workspace=workspace, offset=offset, limit=per_page)
+        rows = [_ranked_row(item) for item in ranked.items]
+        return AccountListPage(rows=rows, total=ranked.total, page=page, per_page=per_page)
+    accounts = _account_queryset(workspace, query)
+    total = accounts.count()
+    rows = [_row(account) for account in accounts[offset : offset + per_page]]
+    return AccountListPage(rows=rows, total=total, page=page, per_page=per_page)
+
+
+def account_list_all(
+    *, workspace: Workspace, query: AccountQuery, chunk: int = 2000
+) -> Iterator[AccountRow]:
+    """Every account the query selects, in its order (for an export)."""
+    for account in _account_queryset(workspace, query).iterator(chunk_size=chunk):
+        yield _row(account)
+
+
+# --- One account, one user, one segment -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectScore:
+    """A user (or account) with its score in the workspace, for the lists on a page."""
+
+    id: int
+    tracking_id: str
+    label: str
+    score: int
+    change: int
+    last_seen: datetime | None
+
+
+def user_label(user: User) -> str:
+    traits = read_traits(user)
+    full = " ".join(_text(traits.get(key)) for key in ("firstName", "lastName")).strip()
+    return _text(traits.get("name")) or full or user.email
+
+
+def account_users(*, workspace: Workspace, account: Account, limit: int = 200) -> list:
+    """The account's users with their score in the workspace, highest first."""
+    user_ids = list(
+        Membership.objects.filter(account_id=account.id)
+        .order_by("-linked_at")
+        .values_list("user_id", flat=True)[:limit]
+    )
+    users = {user.id: user for user in User.objects.filter(id__in=user_ids)}
+    scores = {
+        row.user_id: row
+        for row in UserScore.objects.filter(workspace_id=workspace.id, user_id__in=user_ids)
+    }
+    found = []
+    for user_id in user_ids:
+        user = users[user_id]
+        score = scores.get(user_id)
+        found.append(
+            SubjectScore(
+                id=user.id,
+                tracking_id=user.tracking_id,
+                label=user_label(user),
+                score=score.engagement_score if score else 0,
+                change=score.score_change if score else 0,
+                last_seen=(score.last_seen if score else None) or user.last_seen_at,
+            )
+        )
+    return sorted(found, key=lambda item: (-item.score, item.id))
+
+
+def user_accounts(*, workspace: Workspace, user: User) -> list[SubjectScore]:
+    """The accounts the user is linked to, most recently linked first, with their scores."""
+    memberships = list(
+        Membership.objects.filter(user_id=user.id).select_related("account").order_by("-linked_at")
+    )
+    ids = [m.account_id for m in memberships]
+    scores = {
+        row.account_id: row
+        for row in AccountScore.objects.filter(workspace_id=workspace.id, account_id__in=ids)
+    }
+    found = []
+    for membership in memberships:
+        account = membership.account
+        score = scores.get(account.id)
+        found.append(
+            SubjectScore(
+                id=account.id,
+                tracking_id=account.tracking_id,
+                label=_text(read_traits(account).get("name")),
+                score=score.engagement_score if score else 0,
+                change=score.score_change if score else 0,
+                last_seen=score.last_seen if score else None,
+            )
+        )
+    return found
+
+
+def _per_day(rows: QuerySet, days: list[date]) -> list[DayCount]:
+    counts = {row["day"]: row["events"] for row in rows}
+    return [DayCount(day, counts.get(day, 0)) for day in days]
+
+
+def account_activity(*, account: Account, days: int) -> list[DayCount]:
+    """Events of the account per day over the last `days` days (today included)."""
+    span = _days(days)
+    rows = (
+        EventRollup.objects.filter(account_id=account.id, day__gte=span[0])
+        .values("day")
+        .annotate(events=Sum("count"))
+    )
+    return _per_day(rows, span)
+
+
+def user_activity(*, user: User, days: int) -> list[DayCount]:
+    """Events of the user per day over the last `days` days (today included)."""
+    span = _days(days)
+    rows = (
+        EventRollup.objects.filter(product_id=user.product_id, user_id=user.id, day__gte=span[0])
+        .values("day")
+        .annotate(events=Sum("count"))
+    )
+    return _per_day(rows, span)
+
+
+def split_traits(traits: dict) -> tuple[list[tuple[str, object]], list[tuple[str, object]]]:
+    """(own traits, marketplace license traits `am.*`), each sorted by name."""
+    own = sorted((k, v) for k, v in traits.items() if not k.startswith(MARKETPLACE_PREFIX))
+    license_ = sorted((k, v) for k, v in traits.items() if k.startswith(MARKETPLACE_PREFIX))
+    return own, license_
+
+
+def segment_joins(*, segment: Segment, days: int) -> list[DayCount]:
+    """Current members by the day they joined, over the last `days` days."""
+    span = _days(days)
+    rows = (
+        SegmentMember.objects.filter(segment_id=segment.id, joined_at__date__gte=span[0])
+        .annotate(day=TruncDate("joined_at"))
+        .values("day")
+        .annotate(events=Count("id"))
+    )
+    return _per_day(rows, span)
+
+
+def segments_for_workspace(*, workspace: Workspace) -> list[Segment]:
+    """The workspace's segments by name, each with `member_count`."""
+    return list(
+        Segment.objects.filter(workspace_id=workspace.id)
+        .annotate(member_count=Count("members"))
+        .order_by("name", "id")
+    )

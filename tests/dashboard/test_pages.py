@@ -1,0 +1,271 @@
+"""The dashboard's pages through the Django test client: sign-in, scoping, the account list's
+search, filters, sorting, export, and each page's content and empty states."""
+
+import csv
+import io
+
+import pytest
+from django.test import Client
+
+from engagement.models import Segment
+from tests.dashboard.conftest import PASSWORD, signed_in
+
+
+def url(workspace, path=""):
+    return f"/w/{workspace.id}/{path}"
+
+
+def account_names(response) -> list[str]:
+    return [row.name or row.tracking_id for row in response.context["page"].rows]
+
+
+# --- Sign-in and scoping ----------------------------------------------------------------------
+
+
+def test_an_anonymous_visitor_is_sent_to_sign_in(acme):
+    client = Client()
+    for path in ["/", url(acme.workspace), url(acme.workspace, "accounts/")]:
+        response = client.get(path)
+        assert response.status_code == 302
+        assert response["Location"].startswith("/login/?next=")
+
+
+def test_signing_in_with_the_admin_account_opens_the_only_workspace(acme, vera):
+    client = Client()
+    page = client.get("/login/")
+    assert page.status_code == 200
+    assert b'<label for="id_username">' in page.content
+    response = client.post("/login/", {"username": "vera", "password": PASSWORD}, follow=True)
+    assert response.redirect_chain[-1][0] == url(acme.workspace)
+    assert b"Acme" in response.content
+
+
+def test_a_wrong_password_is_refused_on_the_page(vera):
+    response = Client().post("/login/", {"username": "vera", "password": "nope"})
+    assert response.status_code == 200
+    assert b'role="alert"' in response.content
+
+
+def test_a_member_sees_only_their_products(acme, globex, vera, scored):
+    client = signed_in(vera)
+    assert client.get(url(acme.workspace)).status_code == 200
+    assert client.get(url(globex.workspace)).status_code == 404
+    assert client.get(url(globex.workspace, "accounts/")).status_code == 404
+    assert client.get(url(globex.workspace, "health/")).status_code == 404
+
+
+def test_another_products_records_answer_404_inside_ones_own_workspace(acme, globex, gus, scored):
+    # Gus may read Globex; Acme's account, user and segment ids asked through Globex's workspace.
+    client = signed_in(gus)
+    for path in [
+        f"accounts/{scored.initech.id}/",
+        f"users/{scored.ann.id}/",
+        f"segments/{scored.enterprise.id}/",
+        f"accounts/?segment={scored.enterprise.id}",
+    ]:
+        assert client.get(url(globex.workspace, path)).status_code == 404, path
+
+
+def test_a_person_without_membership_sees_an_empty_picker(acme, django_user_model):
+    person = django_user_model.objects.create_user("nobody", "n@example.com", PASSWORD)
+    response = signed_in(person).get("/")
+    assert response.status_code == 200
+    assert b"not a member of any product" in response.content
+
+
+def test_a_superuser_picks_among_every_workspace(acme, globex, admin_user):
+    client = signed_in(admin_user)
+    response = client.get("/")
+    assert [w.product.name for w in response.context["workspaces"]] == ["Acme", "Globex"]
+    chosen = client.get(f"/?workspace={globex.workspace.id}")
+    assert chosen["Location"] == url(globex.workspace)
+
+
+def test_signing_out_ends_the_session(acme, vera):
+    client = signed_in(vera)
+    assert client.post("/logout/").status_code == 302
+    assert client.get(url(acme.workspace)).status_code == 302
+
+
+# --- Overview ---------------------------------------------------------------------------------
+
+
+def test_overview_counts_bands_events_and_movers(acme, vera, scored):
+    response = signed_in(vera).get(url(acme.workspace))
+    summary = response.context["summary"]
+    assert (summary.accounts, summary.users) == (3, 3)
+    assert (summary.active_accounts, summary.active_users) == (2, 2)
+    assert sum(count for _, count in summary.bands) == 3
+    assert dict(summary.top_events) == {"Report_Created": 12, "Dashboard_Viewed": 6}
+    assert sum(day.count for day in summary.events_per_day) == 18
+    assert len(summary.events_per_day) == acme.workspace.lookback_days
+    # Every score went up from nothing in the previous period.
+    assert [m.tracking_id for m in summary.movers_up][:1] == ["initech"]
+    assert b"bands-chart" in response.content and b"events-chart-data" in response.content
+
+
+def test_overview_of_an_empty_workspace_says_so(acme, vera):
+    response = signed_in(vera).get(url(acme.workspace))
+    assert response.status_code == 200
+    assert b"No events in the window yet." in response.content
+
+
+# --- Accounts ---------------------------------------------------------------------------------
+
+
+def test_accounts_are_ranked_by_score_with_change_and_users(acme, vera, scored):
+    response = signed_in(vera).get(url(acme.workspace, "accounts/"))
+    rows = response.context["page"].rows
+    assert [r.tracking_id for r in rows] == ["initech", "umbrella", "hooli"]
+    top = rows[0]
+    assert top.score == 100 and top.change == 100 and top.heating
+    assert (top.active_users, top.total_users) == (1, 1)
+    assert rows[2].score == 0 and rows[2].last_seen is None
+    assert "🔥".encode() in response.content  # the flame for +10 and more
+    assert b"COMMERCIAL" in response.content  # a chosen trait column (am.licenseType)
+
+
+@pytest.mark.parametrize(
+    ("term", "found"),
+    [("initech", ["Initech"]), ("UMBRELLA.EX", ["Umbrella Corp"]), ("hoo", ["Hooli"])],
+)
+def test_search_by_name_domain_or_tracking_id(acme, vera, scored, term, found):
+    response = signed_in(vera).get(url(acme.workspace, "accounts/"), {"q": term})
+    assert account_names(response) == found
+
+
+def test_a_search_that_finds_nothing_says_so(acme, vera, scored):
+    response = signed_in(vera).get(url(acme.workspace, "accounts/"), {"q": "zzz"})
+    assert response.context["page"].total == 0
+    assert b"No account matches" in response.content
+
+
+def test_filter_by_health_band_and_segment(acme, vera, scored):
+    client = signed_in(vera)
+    low = client.get(url(acme.workspace, "accounts/"), {"band": "low"})
+    assert account_names(low) == ["Hooli"] or "Hooli" in account_names(low)
+    assert "Initech" not in account_names(low)
+    high = client.get(url(acme.workspace, "accounts/"), {"band": "high"})
+    assert account_names(high) == ["Initech"]
+    members = client.get(url(acme.workspace, "accounts/"), {"segment": scored.enterprise.id})
+    assert account_names(members) == ["Initech"]
+
+
+def test_a_user_segment_is_not_an_account_filter(acme, vera, scored):
+    users = Segment.objects.create(workspace=acme.workspace, name="Everyone", target="users")
+    response = signed_in(vera).get(url(acme.workspace, "accounts/"), {"segment": users.id})
+    assert response.status_code == 404
+
+
+def test_sorting_by_name_and_change_both_ways(acme, vera, scored):
+    client = signed_in(vera)
+    by_name = client.get(url(acme.workspace, "accounts/"), {"sort": "name", "order": "asc"})
+    assert account_names(by_name) == ["Hooli", "Initech", "Umbrella Corp"]
+    by_change = client.get(url(acme.workspace, "accounts/"), {"sort": "change", "order": "asc"})
+    assert account_names(by_change)[0] == "Hooli"
+    bad = client.get(url(acme.workspace, "accounts/"), {"sort": "password", "page": "x"})
+    assert bad.status_code == 200
+    assert account_names(bad) == ["Initech", "Umbrella Corp", "Hooli"]
+
+
+def test_pages_of_the_ranking(acme, vera, scored, monkeypatch):
+    monkeypatch.setattr("dashboard.views.PER_PAGE", 2)
+    client = signed_in(vera)
+    first = client.get(url(acme.workspace, "accounts/"))
+    second = client.get(url(acme.workspace, "accounts/"), {"page": 2})
+    assert account_names(first) == ["Initech", "Umbrella Corp"]
+    assert account_names(second) == ["Hooli"]
+    assert first.context["page"].pages == 2
+    assert b'rel="next"' in first.content
+    beyond = client.get(url(acme.workspace, "accounts/"), {"page": 9})
+    assert account_names(beyond) == []
+
+
+def test_csv_export_of_the_current_view(acme, vera, scored):
+    response = signed_in(vera).get(url(acme.workspace, "accounts.csv"), {"band": "high"})
+    assert response["Content-Type"].startswith("text/csv")
+    assert "attachment" in response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [(r["tracking_id"], r["name"], r["score"]) for r in rows] == [
+        ("initech", "Initech", "100")
+    ]
+    assert rows[0]["am.licenseType"] == "COMMERCIAL"
+
+
+def test_csv_keeps_a_formula_like_trait_as_text(acme, vera):
+    from tests.engagement.helpers import apply, group
+
+    apply(acme, group("eve", "evil", {"name": '=HYPERLINK("x")'}))
+    response = signed_in(vera).get(url(acme.workspace, "accounts.csv"), {"q": "evil"})
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert rows[0]["name"] == '\'=HYPERLINK("x")'
+
+
+def test_no_accounts_yet(acme, vera):
+    response = signed_in(vera).get(url(acme.workspace, "accounts/"))
+    assert b"No accounts yet" in response.content
+
+
+# --- Account, user, segment pages -------------------------------------------------------------
+
+
+def test_account_page_shows_why_it_scores_what_it_does(acme, vera, scored):
+    response = signed_in(vera).get(url(acme.workspace, f"accounts/{scored.initech.id}/"))
+    assert response.status_code == 200
+    ctx = response.context
+    assert ctx["score"].engagement_score == 100
+    assert {item["event"]: item["points"] for item in ctx["breakdown"]} == {
+        "Report_Created": 12,
+        "Dashboard_Viewed": 5,
+    }
+    assert [u.tracking_id for u in ctx["users"]] == ["ann"]
+    assert ctx["users"][0].label == "Ann Lee"
+    assert [m.segment.name for m in ctx["segments"]] == ["Enterprise"]
+    assert dict(ctx["license_traits"]) == {"am.licenseType": "COMMERCIAL", "am.status": "active"}
+    assert "am.status" not in dict(ctx["own_traits"])
+    history = ctx["history_chart"]
+    assert len(history.x) == 30 and history.y[-1] == 100
+    assert sum(ctx["activity_chart"].y) == 17
+    assert b"score-chart-data" in response.content
+    assert b"Marketplace license" in response.content
+
+
+def test_account_chart_spans(acme, vera, scored):
+    client = signed_in(vera)
+    page = client.get(url(acme.workspace, f"accounts/{scored.initech.id}/"), {"days": 90})
+    assert len(page.context["history_chart"].x) == 90
+    odd = client.get(url(acme.workspace, f"accounts/{scored.initech.id}/"), {"days": 7000})
+    assert len(odd.context["history_chart"].x) == 30
+
+
+def test_an_unscored_account_page_has_empty_states(acme, vera, scored):
+    from tests.engagement.helpers import apply, group
+
+    apply(acme, group("zed", "newco"))
+    newco = acme.product.accounts.get(tracking_id="newco")
+    response = signed_in(vera).get(url(acme.workspace, f"accounts/{newco.id}/"))
+    assert response.status_code == 200
+    assert b"No scored events in the window." in response.content
+    assert b"In no segment of this workspace." in response.content
+
+
+def test_user_page(acme, vera, scored):
+    response = signed_in(vera).get(url(acme.workspace, f"users/{scored.ann.id}/"))
+    assert response.status_code == 200
+    assert response.context["score"].engagement_score == 100
+    assert [a.tracking_id for a in response.context["accounts"]] == ["initech"]
+    assert sum(response.context["activity_chart"].y) == 17
+
+
+def test_segments_list_and_page(acme, vera, scored):
+    client = signed_in(vera)
+    listing = client.get(url(acme.workspace, "segments/"))
+    assert [(s.name, s.member_count) for s in listing.context["segments"]] == [("Enterprise", 1)]
+    page = client.get(url(acme.workspace, f"segments/{scored.enterprise.id}/"))
+    assert [m.account_id for m in page.context["members"].items] == [scored.initech.id]
+    assert sum(page.context["joins_chart"].y) == 1
+
+
+def test_no_segments_yet(acme, vera):
+    response = signed_in(vera).get(url(acme.workspace, "segments/"))
+    assert b"No segments yet" in response.content
