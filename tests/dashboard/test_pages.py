@@ -121,7 +121,7 @@ def test_accounts_are_ranked_by_score_with_change_and_users(acme, vera, scored):
     assert top.score == 100 and top.change == 100 and top.heating
     assert (top.active_users, top.total_users) == (1, 1)
     assert rows[2].score == 0 and rows[2].last_seen is None
-    assert "🔥".encode() in response.content  # the flame for +10 and more
+    assert b"heating up" in response.content  # the flame for +10 and more
     assert b"COMMERCIAL" in response.content  # a chosen trait column (am.licenseType)
 
 
@@ -269,3 +269,24 @@ def test_segments_list_and_page(acme, vera, scored):
 def test_no_segments_yet(acme, vera):
     response = signed_in(vera).get(url(acme.workspace, "segments/"))
     assert b"No segments yet" in response.content
+
+
+def test_a_cooling_account_gets_the_snowflake(acme, vera):
+    from engagement.scoring import workspace_rescore
+    from tests.engagement.helpers import apply, group, track
+
+    apply(
+        acme,
+        group("dan", "fading", {"name": "Fading Inc"}),
+        group("eli", "steady", {"name": "Steady"}),
+        track("dan", "Report_Created", days_ago=35, times=9, account="fading"),
+        track("eli", "Report_Created", days_ago=1, times=9, account="steady"),
+    )
+    workspace_rescore(workspace_id=acme.workspace.id)
+
+    response = signed_in(vera).get(url(acme.workspace, "accounts/"), {"sort": "change"})
+    fading = next(r for r in response.context["page"].rows if r.tracking_id == "fading")
+    assert fading.change <= -10 and fading.cooling
+    assert b"cooling down" in response.content
+    summary = signed_in(vera).get(url(acme.workspace)).context["summary"]
+    assert [m.tracking_id for m in summary.movers_down] == ["fading"]
