@@ -4,7 +4,7 @@ Serializer context: `base` (the absolute root URL, for `_links`), `workspace` (t
 metrics belong to), `expand` (set of names) and `segments` ({account or user id: [SegmentMember]}).
 
 One format for every record (docs/read-api.md "Record format"): times are `timestamp()` text,
-whole-number metrics integers, shares and ranks rounded by `_rounded`, unknown values null.
+whole-number metrics integers, shares and ranks rounded by `rounded_fraction`, unknown values null.
 """
 
 import math
@@ -54,17 +54,21 @@ def _finite(value: object) -> float | None:
     anything that is not a number, as null."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond a double, in an old breakdown
+        return None
+    return number if math.isfinite(number) else None
 
 
-def _whole(value: object) -> int | None:
+def whole_number(value: object) -> int | None:
     """A metric the formula makes a whole number (weights and counts are whole), as an integer;
     a stored fraction (an import) rounds half up."""
     number = _finite(value)
     return None if number is None else math.floor(number + 0.5)
 
 
-def _rounded(value: object, places: int) -> float | None:
+def rounded_fraction(value: object, places: int) -> float | None:
     """A fraction rounded half up to `places` decimals, as its shortest decimal text reads."""
     number = _finite(value)
     if number is None:
@@ -191,7 +195,7 @@ def _breakdown(items: list) -> list[dict]:
             "event": item.get("event"),
             "count": item.get("count", 0),
             "weight": item.get("weight", 0),
-            "points": _whole(item.get("points", 0)),
+            "points": whole_number(item.get("points", 0)),
         }
         for item in items or []
     ]
@@ -259,11 +263,11 @@ class ScoredRecordSerializer(serializers.Serializer):
             "engagement_score": score.engagement_score,
             "score_change": score.score_change,
             "previous_score": score.previous_score,
-            "percentile_rank": _rounded(score.percentile_rank, RANK_DECIMALS),
-            "raw_score": _whole(score.raw_score),
-            "previous_raw_score": _whole(score.previous_raw_score),
+            "percentile_rank": rounded_fraction(score.percentile_rank, RANK_DECIMALS),
+            "raw_score": whole_number(score.raw_score),
+            "previous_raw_score": whole_number(score.previous_raw_score),
             "active_days": score.active_days,
-            "adoption": _rounded(score.adoption, SHARE_DECIMALS),
+            "adoption": rounded_fraction(score.adoption, SHARE_DECIMALS),
             "events_in_window": score.events_in_window,
             "last_seen": timestamp(score.last_seen),
             "tenure_days": tenure,
@@ -322,7 +326,7 @@ class AccountSerializer(ScoredRecordSerializer):
             **self.metrics(score, traits),
             "active_users": score.active_users,
             "total_users": score.total_users,
-            "active_user_share": _rounded(score.active_user_share, SHARE_DECIMALS),
+            "active_user_share": rounded_fraction(score.active_user_share, SHARE_DECIMALS),
         }
         return self.finish(data, score, traits)
 

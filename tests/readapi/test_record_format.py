@@ -166,3 +166,22 @@ def test_scored_at_of_a_row_written_after_the_last_refresh_is_its_own(read, acme
     body = read(acme, f"/v2/accounts/{account.id}").json()
 
     assert body["scored_at"] == row.computed_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_points_that_are_not_a_usable_number_are_null(read, acme):
+    account = add_account(acme, "acct_1")
+    score = score_account(acme.workspace, account, 10)
+    breakdown = (
+        '[{"event": "A", "count": 1, "weight": 1, "points": "lots"},'
+        f' {{"event": "B", "count": 1, "weight": 1, "points": {10**400}}}]'
+    )
+    with connection.cursor() as cursor:  # an old row in the object form, written as it was
+        cursor.execute(
+            "UPDATE engagement_accountscore SET score_breakdown = %s WHERE id = %s",
+            [breakdown, score.id],
+        )
+
+    response = read(acme, f"/v2/accounts/{account.id}")
+
+    assert response.status_code == 200
+    assert [item["points"] for item in response.json()["score_breakdown"]] == [None, None]
