@@ -47,6 +47,8 @@ if not SALT_KEY:
 # Off unless the developer turns it on (DEBUG=1): Django's debug page shows a failing request's
 # local values, and with it on every mode would show them to whoever reaches the page.
 DEBUG = env_bool("DEBUG", False)
+# Values marked sensitive (the marketplace API token) stay hidden on the debug page too.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "config.debug.AlwaysSafeExceptionReporterFilter"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["*"])
 if PRODUCTION and not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS is required when DJANGO_ENV=production")

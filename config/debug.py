@@ -1,0 +1,13 @@
+"""The exception reporter filter: values marked sensitive are hidden on every error page.
+
+Django's own filter hides them only while DEBUG is off, so a developer's debug page would show
+an API token typed into a form. This one hides what `sensitive_variables` and
+`sensitive_post_parameters` mark (and settings named like secrets) whatever DEBUG says.
+"""
+
+from django.views.debug import SafeExceptionReporterFilter
+
+
+class AlwaysSafeExceptionReporterFilter(SafeExceptionReporterFilter):
+    def is_active(self, request) -> bool:
+        return True
