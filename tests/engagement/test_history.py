@@ -12,6 +12,7 @@ from engagement.history import (
     score_history_update,
     user_score_history,
 )
+from engagement.history_build import HistoryBuilder
 from engagement.models import (
     Account,
     AccountScore,
@@ -255,6 +256,25 @@ def test_every_stored_day_equals_a_rescore_as_of_that_day(acme, cap):
     assert len(expected_users) > 20 and len(expected_accounts) > 10
     assert stored_users == expected_users
     assert stored_accounts == expected_accounts
+    # The daily step's path (a day or two, each window summed directly) gives the same points.
+    UserScoreDay.objects.filter(workspace=workspace, day__gte=day(2)).delete()
+    AccountScoreDay.objects.filter(workspace=workspace, day__gte=day(2)).delete()
+    builder = HistoryBuilder(workspace=workspace, first=day(2), last=day(1))
+    try:
+        builder.build()
+    finally:
+        builder.close()
+    recent_users = {
+        (row.user_id, row.day): (row.engagement_score, row.raw_score)
+        for row in UserScoreDay.objects.filter(workspace=workspace, day__gte=day(2))
+    }
+    recent_accounts = {
+        (row.account_id, row.day): (row.engagement_score, row.raw_score)
+        for row in AccountScoreDay.objects.filter(workspace=workspace, day__gte=day(2))
+    }
+    assert recent_users and recent_accounts
+    assert recent_users == {key: v for key, v in expected_users.items() if key[1] >= day(2)}
+    assert recent_accounts == {key: v for key, v in expected_accounts.items() if key[1] >= day(2)}
 
 
 def test_the_beat_updates_each_workspace_once_a_day(ada_and_bob, globex, settings):
