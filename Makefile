@@ -20,7 +20,7 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-run: $(BIN)/.installed ## Start web (127.0.0.1:8000; PORT=... to change), worker and scheduler on SQLite, print a demo key
+run: $(BIN)/.installed ## Start web (127.0.0.1:8000; PORT=... to change), workers (ingestion+scoring, marketplace) and scheduler on SQLite, print a demo key
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	# honcho gives each process its own PORT, so the web port travels as WEB_PORT. honcho reads

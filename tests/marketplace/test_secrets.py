@@ -112,3 +112,29 @@ def test_debug_is_off_unless_the_developer_turns_it_on(tmp_path):
 
     assert debug() == "False"
     assert debug(DEBUG="1") == "True"
+
+
+def test_a_listing_of_an_unexpected_shape_is_a_form_error_not_a_server_error(
+    acme, root, client, mocked
+):
+    from tests.marketplace.conftest import API, DEVELOPER_ID
+
+    mocked.get(f"{API}/developer-space/vendor/{VENDOR_ID}", json={"developerId": DEVELOPER_ID})
+    mocked.get(
+        f"{API}/product-listing/developer-space/{DEVELOPER_ID}", json={"links": "?", "items": 3}
+    )
+    client.force_login(root)
+    response = client.post(
+        reverse("admin:marketplace_marketplaceconnection_add"),
+        {
+            "product": acme.product.id,
+            "email": EMAIL,
+            "api_token": TOKEN,
+            "vendor_id": VENDOR_ID,
+            "app": "",
+            **FORMS,
+        },
+    )
+    page = response.content.decode()
+    assert response.status_code == 200 and "unexpected shape" in page
+    assert_no_token(page)
