@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from typing import TypeVar
 
 from django.core.cache import cache
 from django.db.models import (
@@ -29,7 +30,6 @@ from engagement.models import (
     AccountScore,
     EventRollup,
     Membership,
-    ScoringState,
     Segment,
     SegmentMember,
     User,
@@ -44,6 +44,8 @@ from engagement.selectors import (
     workspace_stats,
 )
 
+T = TypeVar("T")
+
 MARKETPLACE_PREFIX = "am."
 # Health bands of a 0-100 score: (key, label, lowest, highest).
 BANDS = (
@@ -53,9 +55,12 @@ BANDS = (
 )
 # A change of at least this many points is marked as heating up (or cooling down).
 MARKED_CHANGE = 10
-# Whole-workspace figures (counts over a million score rows, sums over the rollups of the
-# window) are cached this long; a score refresh or a settings change starts afresh.
+# Whole-workspace figures (counts over a million score rows) are cached this long, about as
+# often as scores refresh; the events per day and top events, a sum over every rollup of the
+# window (seconds at a million users), for longer. A change of the workspace's settings starts
+# afresh.
 OVERVIEW_CACHE_SECONDS = 60
+EVENTS_CACHE_SECONDS = 600
 TOP_EVENTS = 10
 TOP_MOVERS = 5
 # How the account list can be ordered: key -> the annotation it sorts on. Ties by id.
@@ -72,22 +77,12 @@ def _days(days: int, today: date | None = None) -> list[date]:
     return [today - timedelta(days=offset) for offset in range(days - 1, -1, -1)]
 
 
-def _refreshed_key(workspace: Workspace) -> str:
-    refreshed = (
-        ScoringState.objects.filter(workspace_id=workspace.id)
-        .values_list("refreshed_at", flat=True)
-        .first()
-    )
-    stamp = refreshed.timestamp() if refreshed else 0
-    return f"{workspace.id}:{workspace.updated_at.timestamp()}:{stamp}"
-
-
-def _cached(name: str, workspace: Workspace, compute: Callable[[], object]) -> object:
-    key = f"eds:dashboard:{name}:{_refreshed_key(workspace)}"
+def _cached(name: str, workspace: Workspace, seconds: int, compute: Callable[[], T]) -> T:
+    key = f"eds:dashboard:{name}:{workspace.id}:{workspace.updated_at.timestamp()}"
     found = cache.get(key)
     if found is None:
         found = compute()
-        cache.set(key, found, OVERVIEW_CACHE_SECONDS)
+        cache.set(key, found, seconds)
     return found
 
 
@@ -121,26 +116,33 @@ class WorkspaceOverview:
     movers_up: list[Mover]
     movers_down: list[Mover]
     window_days: int
+    computed_at: datetime  # of the counts, bands and movers
+    events_computed_at: datetime  # of the events per day and top events
 
 
 def _movers(workspace: Workspace, ordering: str, condition: Q) -> list[Mover]:
-    rows = (
+    # The names of the few rows found, not of every row sorted.
+    rows = list(
         AccountScore.objects.filter(condition, workspace_id=workspace.id)
-        .annotate(tracking_id=F("account__tracking_id"), name=TraitText("name", "account__traits"))
         .order_by(ordering, "account_id")
-        .values("account_id", "tracking_id", "name", "engagement_score", "score_change")[
-            :TOP_MOVERS
-        ]
+        .values("account_id", "engagement_score", "score_change")[:TOP_MOVERS]
     )
+    accounts = {
+        account["id"]: account
+        for account in Account.objects.filter(id__in=[row["account_id"] for row in rows])
+        .annotate(name=TraitText("name", "traits"))
+        .values("id", "tracking_id", "name")
+    }
     return [
         Mover(
             account_id=row["account_id"],
-            tracking_id=row["tracking_id"],
-            name=row["name"] or "",
+            tracking_id=accounts[row["account_id"]]["tracking_id"],
+            name=accounts[row["account_id"]]["name"] or "",
             score=row["engagement_score"],
             change=row["score_change"],
         )
         for row in rows
+        if row["account_id"] in accounts
     ]
 
 
@@ -161,7 +163,7 @@ def _bands(workspace: Workspace, accounts: int) -> list[tuple[str, int]]:
     ]
 
 
-def _events(workspace: Workspace, days: list[date]) -> tuple[list[DayCount], list[tuple]]:
+def _events(workspace: Workspace, days: list[date]) -> tuple[list[DayCount], list[tuple], datetime]:
     rows = (
         EventRollup.objects.filter(product_id=workspace.product_id, day__gte=days[0])
         .values("day", "event_name")
@@ -173,7 +175,7 @@ def _events(workspace: Workspace, days: list[date]) -> tuple[list[DayCount], lis
         per_day[row["day"]] = per_day.get(row["day"], 0) + row["events"]
         per_event[row["event_name"]] = per_event.get(row["event_name"], 0) + row["events"]
     top = sorted(per_event.items(), key=lambda item: (-item[1], item[0]))[:TOP_EVENTS]
-    return [DayCount(day, per_day.get(day, 0)) for day in days], top
+    return [DayCount(day, per_day.get(day, 0)) for day in days], top, timezone.now()
 
 
 def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
@@ -183,7 +185,12 @@ def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
     def compute() -> WorkspaceOverview:
         stats = workspace_stats(workspace=workspace)
         days = _days(workspace.lookback_days)
-        events_per_day, top_events = _events(workspace, days)
+        events_per_day, top_events, events_at = _cached(
+            f"events:{days[-1].isoformat()}",
+            workspace,
+            EVENTS_CACHE_SECONDS,
+            lambda: _events(workspace, days),
+        )
         return WorkspaceOverview(
             accounts=stats.accounts,
             users=stats.users,
@@ -199,9 +206,11 @@ def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
             movers_up=_movers(workspace, "-score_change", Q(score_change__gt=0)),
             movers_down=_movers(workspace, "score_change", Q(score_change__lt=0)),
             window_days=workspace.lookback_days,
+            computed_at=timezone.now(),
+            events_computed_at=events_at,
         )
 
-    return _cached("overview", workspace, compute)
+    return _cached("overview", workspace, OVERVIEW_CACHE_SECONDS, compute)
 
 
 # --- Account list -----------------------------------------------------------------------------

@@ -290,3 +290,8 @@ def test_a_cooling_account_gets_the_snowflake(acme, vera):
     assert b"cooling down" in response.content
     summary = signed_in(vera).get(url(acme.workspace)).context["summary"]
     assert [m.tracking_id for m in summary.movers_down] == ["fading"]
+
+
+def test_the_admins_view_site_link_leads_to_the_dashboard(admin_client):
+    page = admin_client.get("/admin/")
+    assert b'<a href="/">View site</a>' in page.content
