@@ -233,18 +233,27 @@ class HistoryBuilder:
     def users(self) -> int:
         scope = "JOIN eds_h_scope_user s ON s.user_id = r.user_id" if self.filtered else ""
         self.temp("eds_h_user_points", "user_id BIGINT, day DATE, points BIGINT")
-        # The cap applies per user, event and day, whichever accounts the events went to.
+        # The cap applies per user, event and day, whichever accounts the events went to;
+        # without one, the rollup rows need no grouping by event first.
+        counted = (
+            f"""
+            SELECT r.user_id, r.day, r.event_name, {self.capped("SUM(r.count)")} AS counted
+            FROM engagement_eventrollup r {scope}
+            WHERE r.product_id = %(product)s AND r.day >= %(rollup_start)s AND r.day <= %(last)s
+            GROUP BY r.user_id, r.event_name, r.day
+            """
+            if self.cap is not None
+            else f"""
+            SELECT r.user_id, r.day, r.event_name, r.count AS counted
+            FROM engagement_eventrollup r {scope}
+            WHERE r.product_id = %(product)s AND r.day >= %(rollup_start)s AND r.day <= %(last)s
+            """
+        )
         self.run(
             f"""
             INSERT INTO eds_h_user_points (user_id, day, points)
             SELECT e.user_id, e.day, SUM(e.counted * COALESCE(w.weight, 1))
-            FROM (
-                SELECT r.user_id, r.day, r.event_name, {self.capped("SUM(r.count)")} AS counted
-                FROM engagement_eventrollup r {scope}
-                WHERE r.product_id = %(product)s
-                AND r.day >= %(rollup_start)s AND r.day <= %(last)s
-                GROUP BY r.user_id, r.event_name, r.day
-            ) e
+            FROM ({counted}) e
             LEFT JOIN eds_h_weight w ON w.event_name = e.event_name
             GROUP BY e.user_id, e.day
             HAVING SUM(e.counted * COALESCE(w.weight, 1)) > 0
