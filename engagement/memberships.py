@@ -35,6 +35,18 @@ def can_manage_product(user, product: Product | int) -> bool:
     ).exists()
 
 
+def products_managed_by(user) -> QuerySet[Product]:
+    """The products this user may configure (their marketplace connection, ...)."""
+    if not (user.is_authenticated and user.is_active):
+        return Product.objects.none()
+    products = Product.objects.order_by("name", "id")
+    if user.is_superuser:
+        return products
+    return products.filter(
+        memberships__user=user, memberships__role=ProductMembership.Role.MANAGER
+    )
+
+
 def product_role(user, product_id: int) -> str | None:
     """The role of this user in this product (None: no access); superusers manage every product."""
     if not (user.is_authenticated and user.is_active):

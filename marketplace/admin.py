@@ -1,8 +1,8 @@
 """The marketplace connection in the admin: connect, pick the app, sync now, test, disconnect.
 
-Who sees what: superusers see every connection; other staff need the permission "Can manage
-the marketplace connections of products granted to them" and a MarketplaceManager grant for the
-product. The API token is a write-only field: it is never rendered back.
+Who sees what: superusers see every connection; other staff see the connections of the products
+they are a manager of (the membership granted on the product's admin page). The API token is a
+write-only field: it is never rendered back.
 """
 
 from datetime import timedelta
@@ -17,7 +17,7 @@ from django.views.decorators.debug import sensitive_post_parameters, sensitive_v
 from engagement.models import Product
 from marketplace import selectors, services
 from marketplace.client import MarketplaceError
-from marketplace.models import MarketplaceConnection, MarketplaceManager, SyncRun
+from marketplace.models import MarketplaceConnection, SyncRun
 
 _RUN_FIELDS = [
     "started_at",
@@ -297,12 +297,3 @@ class SyncRunAdmin(ManagedProductAdminMixin, admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
-
-
-@admin.register(MarketplaceManager)
-class MarketplaceManagerAdmin(admin.ModelAdmin):
-    """Grants: which staff may manage which product's connection (Django's model permissions
-    on this model decide who may grant; give them to administrators only)."""
-
-    list_display = ["user", "product", "created_at"]
-    list_filter = ["product"]

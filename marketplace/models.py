@@ -1,6 +1,5 @@
-"""The marketplace connection of a product, who may manage it, its sync runs and license mirror."""
+"""The marketplace connection of a product, its sync runs and license mirror."""
 
-from django.conf import settings
 from django.db import models
 from django_celery_beat.models import PeriodicTask
 from encrypted_fields.fields import EncryptedTextField
@@ -49,37 +48,8 @@ class MarketplaceConnection(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    class Meta:
-        permissions = [
-            (
-                "manage_marketplaceconnection",
-                "Can manage the marketplace connections of products granted to them",
-            )
-        ]
-
     def __str__(self) -> str:
         return f"{self.product.name}: {self.app_name or self.marketplace_product_id or '-'}"
-
-
-class MarketplaceManager(models.Model):
-    """A grant: this staff user may see and change this product's marketplace connection."""
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="marketplace_grants"
-    )
-    product = models.ForeignKey(
-        Product, on_delete=models.CASCADE, related_name="marketplace_managers"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "product"], name="marketplace_manager_unique")
-        ]
-        verbose_name = "marketplace connection manager"
-
-    def __str__(self) -> str:
-        return f"{self.user} manages {self.product}"
 
 
 class SyncRun(models.Model):

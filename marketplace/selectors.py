@@ -4,29 +4,20 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from marketplace.models import MarketplaceConnection, MarketplaceManager, SyncRun
-
-MANAGE_PERMISSION = "marketplace.manage_marketplaceconnection"
+from engagement.memberships import products_managed_by
+from marketplace.models import MarketplaceConnection, SyncRun
 
 
 def products_manageable_by(*, user) -> list[int] | None:
-    """Ids of the products whose connection this user may manage; None means every product.
-
-    Superusers manage all. Other staff need the `manage_marketplaceconnection` permission and a
-    MarketplaceManager grant per product.
+    """Ids of the products whose connection this user may manage in the admin; None means every
+    product. Superusers manage all; other staff manage the products they are a manager of (the
+    per-product membership granted on the product's admin page).
     """
     if not (user.is_active and user.is_staff):
         return []
     if user.is_superuser:
         return None
-    if not user.has_perm(MANAGE_PERMISSION):
-        return []
-    return list(MarketplaceManager.objects.filter(user=user).values_list("product_id", flat=True))
-
-
-def connection_can_manage(*, user, product_id: int) -> bool:
-    allowed = products_manageable_by(user=user)
-    return allowed is None or product_id in allowed
+    return list(products_managed_by(user).values_list("id", flat=True))
 
 
 def connections_for(*, user) -> QuerySet[MarketplaceConnection]:

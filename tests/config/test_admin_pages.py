@@ -31,7 +31,6 @@ from engagement.models import Segment, SegmentMember
 from engagement.scoring import workspace_rescore
 from ingestion.models import AcceptedRequest, DroppedRequest
 from ingestion.services import seen_messages_claim
-from marketplace.models import MarketplaceManager
 from readapi.models import ApiToken
 from tests.engagement.helpers import apply, group, identify, track
 from tests.marketplace.conftest import BASE, PRODUCT_ID, TOKEN, connect, mock_vendor
@@ -80,10 +79,6 @@ ADD_DATA = {
         "vendor_id": "1212",
         "app": PRODUCT_ID,
     },
-    "marketplace.marketplacemanager": lambda o: {
-        "user": o["admin"].id,
-        "product": o["globex"].product.id,
-    },
 }
 # Fields a change form never renders back (write-only), filled in again as a person would.
 CHANGE_DATA = {
@@ -116,7 +111,6 @@ def objects(acme, globex, admin_user, client, settings):
         reason=DroppedRequest.Reason.choices[0][0],
         received_at=timezone.now(),
     )
-    MarketplaceManager.objects.create(user=admin_user, product=acme.product)
     Group.objects.create(name="Operators")
     ClockedSchedule.objects.create(clocked_time=timezone.now())
     CrontabSchedule.objects.create(minute="0", hour="3")

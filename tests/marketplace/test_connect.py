@@ -3,12 +3,12 @@
 import json
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
+from engagement.models import ProductMembership
 from marketplace import services
-from marketplace.models import MarketplaceConnection, MarketplaceManager, SyncRun
+from marketplace.models import MarketplaceConnection, SyncRun
 from tests.marketplace.conftest import (
     API,
     DEVELOPER_ID,
@@ -127,16 +127,12 @@ def test_status_of_a_product_without_connection_is_not_configured(acme, capsys):
 # --- admin ----------------------------------------------------------------------------------
 @pytest.fixture
 def staff(django_user_model):
-    def make(name: str, *, grant=None, permission=True, superuser=False):
+    def make(name: str, *, grant=None, role="manager", superuser=False):
         user = django_user_model.objects.create_user(
             name, password="pw", is_staff=True, is_superuser=superuser
         )
-        if permission:
-            user.user_permissions.add(
-                Permission.objects.get(codename="manage_marketplaceconnection")
-            )
         if grant is not None:
-            MarketplaceManager.objects.create(user=user, product=grant)
+            ProductMembership.objects.create(user=user, product=grant, role=role)
         return user
 
     return make
@@ -199,7 +195,7 @@ def test_admin_shows_the_marketplaces_answer_for_a_bad_token(acme, staff, client
     assert not MarketplaceConnection.objects.exists()
 
 
-def test_only_granted_staff_see_a_products_connection(acme, globex, staff, client):
+def test_only_the_products_managers_see_its_connection(acme, globex, staff, client):
     acme_connection = connect(acme)
     connect(globex)
     changelist = reverse("admin:marketplace_marketplaceconnection_changelist")
@@ -212,10 +208,10 @@ def test_only_granted_staff_see_a_products_connection(acme, globex, staff, clien
     assert "Globex" in page and "Acme" not in page
     assert client.get(acme_change).status_code in (302, 403, 404)
 
-    client.force_login(staff("nia", grant=acme.product, permission=False))
+    client.force_login(staff("nia", grant=acme.product, role="viewer"))
     assert client.get(changelist).status_code == 403
 
-    client.force_login(staff("root", superuser=True, permission=False))
+    client.force_login(staff("root", superuser=True))
     page = client.get(changelist).content.decode()
     assert "Globex" in page and "Acme" in page
 
