@@ -21,6 +21,7 @@ from django.db.models import (
     QuerySet,
     Sum,
     Value,
+    Window,
 )
 from django.db.models.functions import Coalesce, Lower, TruncDate
 from django.utils import timezone
@@ -364,8 +365,15 @@ def account_list_page(
         rows = [_ranked_row(item) for item in ranked.items]
         return AccountListPage(rows=rows, total=ranked.total, page=page, per_page=per_page)
     accounts = _account_queryset(workspace, query)
-    total = accounts.count()
-    rows = [_row(account) for account in accounts[offset : offset + per_page]]
+    if query.search.strip():
+        # A search reads every account's name and domain: the total is counted in that same
+        # scan rather than in a second one.
+        found = list(accounts.annotate(matched=Window(Count("id")))[offset : offset + per_page])
+        total = found[0].matched if found else (accounts.count() if offset else 0)
+    else:
+        total = accounts.count()
+        found = list(accounts[offset : offset + per_page])
+    rows = [_row(account) for account in found]
     return AccountListPage(rows=rows, total=total, page=page, per_page=per_page)
 
 

@@ -295,3 +295,14 @@ def test_a_cooling_account_gets_the_snowflake(acme, vera):
 def test_the_admins_view_site_link_leads_to_the_dashboard(admin_client):
     page = admin_client.get("/admin/")
     assert b'<a href="/">View site</a>' in page.content
+
+
+def test_a_search_counts_every_match_on_every_page(acme, vera, scored, monkeypatch):
+    monkeypatch.setattr("dashboard.views.PER_PAGE", 2)
+    client = signed_in(vera)
+    pages = [
+        client.get(url(acme.workspace, "accounts/"), {"q": ".example", "page": n}).context["page"]
+        for n in (1, 2, 5)
+    ]
+    assert [p.total for p in pages] == [3, 3, 3]
+    assert [len(p.rows) for p in pages] == [2, 1, 0]
