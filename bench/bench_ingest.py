@@ -137,7 +137,7 @@ def key_for_existing_database() -> str:
         [PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
     )
     code = (
-        "from engagement.models import Product; from ingestion.services import "
+        "from engagement.models import Product; from ingestion.services.keys import "
         "ingestion_key_create; print(ingestion_key_create("
         "product_id=Product.objects.order_by('id').first().id, label='bench').key)"
     )
@@ -406,7 +406,7 @@ _DRAIN_CODE = """
 import json, time, django
 django.setup()
 from django.conf import settings
-from ingestion.services import accepted_requests_drain_for
+from ingestion.services.drain import accepted_requests_drain_for
 deadline = time.monotonic() + {limit}
 started = time.time()
 requests = dropped = 0
@@ -595,7 +595,7 @@ _WORKER_CODE = """
 import json, time, django
 django.setup()
 from django.conf import settings
-from ingestion.services import accepted_requests_drain_for
+from ingestion.services.drain import accepted_requests_drain_for
 print("ready", flush=True)
 started = time.monotonic()
 burst_ends = started + {burst}

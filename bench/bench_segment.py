@@ -89,7 +89,8 @@ def main() -> int:
     from engagement.services import product_create
     from ingestion import acceptance
     from ingestion.models import AcceptedRequest, SeenMessage
-    from ingestion.services import accepted_requests_drain, ingestion_key_create
+    from ingestion.services.drain import accepted_requests_drain
+    from ingestion.services.keys import ingestion_key_create
     from ingestion.store import store_accepted
 
     rows: list[tuple[str, str, str]] = []

@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
 from ingestion.models import AcceptedRequest, DroppedRequest, IngestionKey, SeenMessage
-from ingestion.services import ingestion_key_create, ingestion_key_revoke
+from ingestion.services.keys import ingestion_key_create, ingestion_key_revoke
 
 
 @admin.register(IngestionKey)

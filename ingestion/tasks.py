@@ -6,7 +6,10 @@ import time
 from celery import shared_task
 from django.conf import settings
 
-from ingestion import services, tally
+from ingestion import tally
+from ingestion.services.dedup import seen_messages_purge
+from ingestion.services.drain import DrainResult, accepted_requests_drain_for
+from ingestion.services.drops import drops_purge
 
 logger = logging.getLogger(__name__)
 
@@ -25,11 +28,11 @@ QUEUED_BEFORE_MARGIN_SECONDS = 5.0
 _caught_up_from = float("-inf")
 
 
-def _drain() -> tuple[services.DrainResult, bool]:
+def _drain() -> tuple[DrainResult, bool]:
     """Drain for up to _DRAIN_SECONDS; remember when, if the drain caught up, it began."""
     global _caught_up_from
     began = time.time()
-    result, more = services.accepted_requests_drain_for(
+    result, more = accepted_requests_drain_for(
         seconds=_DRAIN_SECONDS, batch=settings.INGESTION_DRAIN_BATCH
     )
     if not more:
@@ -79,10 +82,10 @@ def purge_old_drops() -> int:
     """The drop log and the tally of accepted requests, past INGESTION_DROP_RETENTION_DAYS."""
     days = settings.INGESTION_DROP_RETENTION_DAYS
     tally.accepted_minutes_purge(older_than_days=days)
-    return services.drops_purge(older_than_days=days)
+    return drops_purge(older_than_days=days)
 
 
 @shared_task(ignore_result=True)
 def purge_seen_messages() -> int:
     """Periodic: forget messageIds older than the dedup window."""
-    return services.seen_messages_purge(older_than_days=settings.INGESTION_DEDUP_DAYS)
+    return seen_messages_purge(older_than_days=settings.INGESTION_DEDUP_DAYS)

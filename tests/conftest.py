@@ -12,7 +12,8 @@ from rest_framework.test import APIClient
 from engagement.models import Product, Workspace
 from engagement.services import product_create
 from ingestion.models import IngestionKey
-from ingestion.services import accepted_requests_drain, ingestion_key_create
+from ingestion.services.drain import accepted_requests_drain
+from ingestion.services.keys import ingestion_key_create
 from readapi.services import api_token_create
 
 

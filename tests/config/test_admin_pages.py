@@ -30,7 +30,7 @@ import readapi.admin
 from engagement.models import Segment, SegmentMember
 from engagement.scoring import workspace_rescore
 from ingestion.models import AcceptedRequest, DroppedRequest
-from ingestion.services import seen_messages_claim
+from ingestion.services.dedup import seen_messages_claim
 from readapi.models import ApiToken
 from tests.engagement.helpers import apply, group, identify, track
 from tests.marketplace.conftest import BASE, PRODUCT_ID, TOKEN, connect, mock_vendor

@@ -11,7 +11,7 @@ from django.utils import timezone
 from engagement.models import AccountScore, Workspace
 from engagement.scoring import workspace_rescore
 from ingestion.models import AcceptedRequest
-from ingestion.services import accepted_requests_drain
+from ingestion.services.drain import accepted_requests_drain
 from readapi.models import ApiToken
 
 

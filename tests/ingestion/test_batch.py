@@ -7,7 +7,7 @@ import pytest
 from engagement.models import Account, Event, User
 from ingestion import store
 from ingestion.models import AcceptedRequest, DroppedRequest
-from ingestion.services import accepted_requests_drain, accepted_requests_drain_for
+from ingestion.services.drain import accepted_requests_drain, accepted_requests_drain_for
 from tests.ingestion.segment_support import iso_now, sdk_batch, segment_auth, track
 
 SEGMENT_SDK = "segment_analytics_python_2_4_0.json"

@@ -59,7 +59,7 @@ from hypothesis.control import currently_in_test_context
 from engagement.models import Account, Event, User
 from engagement.services import product_create
 from ingestion.models import AcceptedRequest, DroppedRequest, IngestionKey, SeenMessage
-from ingestion.services import accepted_requests_drain
+from ingestion.services.drain import accepted_requests_drain
 from tests.ingestion.frontdoors import (
     database_url_of_tests,
     free_port,

@@ -12,7 +12,7 @@ from engagement import services as engagement_services
 from engagement.models import Account, Event, Membership, User
 from ingestion import acceptance
 from ingestion.models import AcceptedRequest, DroppedRequest, SeenMessage
-from ingestion.services import accepted_requests_drain
+from ingestion.services.drain import accepted_requests_drain
 
 NOW = datetime.now(UTC) - timedelta(seconds=1)
 NOW_MS = int(NOW.timestamp() * 1000)
@@ -279,7 +279,7 @@ def test_a_drain_out_of_tries_drops_the_parts_that_fail_whole(acme, drain, monke
     """A bug that fails every message must not hold the drain's transaction open for two tries
     a message: past its tries, a part that fails is dropped as one, and nothing is lost
     unrecorded."""
-    monkeypatch.setattr("ingestion.services._DRAIN_MESSAGE_TRIES", 3)
+    monkeypatch.setattr("ingestion.services.apply.MESSAGE_TRIES_PER_DRAIN", 3)
     first = [track("usr_0"), BAD_IDENTIFY] + [track(f"usr_{n}") for n in range(2, 6)]
     store(acme, ("v1/batch", [*first, BAD_IDENTIFY, track("usr_7")]))
     store(acme, ("v1/import", [track("usr_8"), BAD_IDENTIFY, track("usr_9")]))

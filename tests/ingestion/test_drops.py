@@ -6,7 +6,8 @@ from django.utils import timezone
 
 from engagement.models import Event
 from ingestion.models import AcceptedRequest, DroppedRequest
-from ingestion.services import drops_purge, ingestion_key_create, ingestion_key_revoke
+from ingestion.services.drops import drops_purge
+from ingestion.services.keys import ingestion_key_create, ingestion_key_revoke
 from ingestion.tasks import purge_old_drops
 
 

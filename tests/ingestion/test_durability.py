@@ -5,10 +5,11 @@ import threading
 import pytest
 from django.db import connections
 
+from engagement import services as engagement_services
 from engagement.models import Event, EventRollup
-from ingestion import services, store
+from ingestion import store
 from ingestion.models import AcceptedRequest
-from ingestion.services import accepted_requests_drain
+from ingestion.services.drain import accepted_requests_drain
 
 
 class WorkerKilled(BaseException):
@@ -30,19 +31,19 @@ def test_a_worker_killed_mid_drain_applies_nothing_and_the_next_drain_applies_on
     acme, post_json, drain, monkeypatch
 ):
     post_json("/v2/track", {"userId": "u1", "event": "Report_Created"}, auth=acme.basic)
-    applied = services.engagement_services.messages_apply
+    applied = engagement_services.messages_apply
 
     def apply_then_die(**kwargs):
         applied(**kwargs)
         raise WorkerKilled
 
-    monkeypatch.setattr(services.engagement_services, "messages_apply", apply_then_die)
+    monkeypatch.setattr(engagement_services, "messages_apply", apply_then_die)
     with pytest.raises(WorkerKilled):
         accepted_requests_drain(limit=100)
     assert Event.objects.count() == 0
     assert AcceptedRequest.objects.count() == 1
 
-    monkeypatch.setattr(services.engagement_services, "messages_apply", applied)
+    monkeypatch.setattr(engagement_services, "messages_apply", applied)
     assert drain() == 1
     assert drain() == 0
     assert Event.objects.count() == 1

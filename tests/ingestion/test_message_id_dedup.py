@@ -11,7 +11,7 @@ from engagement import services as engagement_services
 from engagement.models import Event, EventRollup, User
 from ingestion import tasks
 from ingestion.models import AcceptedRequest, DroppedRequest, SeenMessage
-from ingestion.services import seen_messages_claim
+from ingestion.services.dedup import seen_messages_claim
 from tests.conftest import make_tenant
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 

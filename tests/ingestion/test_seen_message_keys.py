@@ -7,7 +7,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from ingestion.models import SeenMessage, seen_message_key
-from ingestion.services import seen_messages_claim
+from ingestion.services.dedup import seen_messages_claim
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
 

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from engagement.models import Event
-from ingestion import services, tasks
+from ingestion import tasks
 from ingestion.models import AcceptedRequest
+from ingestion.services import drain as drain_module
 from ingestion.store import kick_worker
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
@@ -37,7 +38,7 @@ def queued(monkeypatch):
 @pytest.fixture
 def drains(monkeypatch):
     """Count the drain transactions run (claims made), empty ones included."""
-    real = services.accepted_requests_drain
+    real = drain_module.accepted_requests_drain
     calls: list[int] = []
 
     def counted(*, limit: int):
@@ -45,7 +46,7 @@ def drains(monkeypatch):
         calls.append(result.requests)
         return result
 
-    monkeypatch.setattr(services, "accepted_requests_drain", counted)
+    monkeypatch.setattr(drain_module, "accepted_requests_drain", counted)
     return calls
 
 

@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from engagement.services import product_create
-from ingestion.services import ingestion_key_create
+from ingestion.services.keys import ingestion_key_create
 from readapi.services import api_token_create
 
 

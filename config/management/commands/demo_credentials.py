@@ -11,7 +11,7 @@ from django.db import transaction
 from engagement.models import Product
 from engagement.services import product_create
 from ingestion.models import IngestionKey
-from ingestion.services import ingestion_key_create
+from ingestion.services.keys import ingestion_key_create
 from readapi.models import ApiToken
 from readapi.selectors import active_api_token
 from readapi.services import api_token_create, api_token_revoke

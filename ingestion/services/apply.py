@@ -1,0 +1,163 @@
+"""Applying one product's claimed requests to engagement, and, when a part fails, finding the
+requests and then the messages that cannot be applied, so each is dropped alone.
+
+Everything a part applies, its seen messageIds included, is written in one savepoint with the
+effect, so a failure never marks an id seen unapplied.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from django.db import OperationalError, connection, transaction
+
+from engagement import services as engagement_services
+from engagement.services import Message
+from ingestion import acceptance
+from ingestion.models import DroppedRequest
+from ingestion.services.dedup import unseen_messages
+from ingestion.services.drops import apply_failed_drop
+from ingestion.services.queue import (
+    ClaimedRequest,
+    ClaimedUnderKeys,
+    claimed_requests,
+    stored_messages,
+)
+from ingestion.services.staging import messages_stage
+
+logger = logging.getLogger(__name__)
+
+# Tries (savepoints) one drain may spend searching requests that failed whole for their bad
+# messages. One bad message among 2,500 takes about 24 tries, a few tenths of a second; each
+# further one about 2 x log2(messages / bad ones). Without a bound, a bug that fails every
+# message would cost two tries a message (about 13 s for one full Segment batch on PostgreSQL,
+# minutes for a drain of them) with the drain's transaction open; past it, a part that fails is
+# dropped whole.
+MESSAGE_TRIES_PER_DRAIN = 500
+
+
+@dataclass(slots=True)
+class TryBudget:
+    """The tries a drain has left for searching failed requests for their bad messages."""
+
+    left: int = field(default_factory=lambda: MESSAGE_TRIES_PER_DRAIN)
+
+
+def requests_apply(
+    product_id: int,
+    requests: Sequence[ClaimedRequest],
+    budget: TryBudget,
+    *,
+    under_keys: ClaimedUnderKeys | None = None,
+) -> list[DroppedRequest]:
+    """Apply one product's requests (on PostgreSQL, with `under_keys`: every claimed row under
+    those keys) together; if that fails, each half again, down to single requests, so one bad
+    request is found in a few dozen tries in a batch of thousands, not one per request; then
+    that request's messages (see _request_search), so a bad message is dropped alone, not with
+    the request it came in. Returns the drops."""
+    try:
+        with transaction.atomic():
+            if connection.vendor == "postgresql":
+                others, staged_tracks = messages_stage(product_id, requests, under_keys)
+                engagement_services.messages_apply(
+                    product_id=product_id,
+                    messages=[to_domain(message) for message in others],
+                    staged_tracks=staged_tracks,
+                )
+            else:
+                _apply_loaded(product_id, (m for r in requests for m in r.messages))
+        return []
+    except OperationalError:
+        raise  # the database itself is in trouble: leave the rows for the next drain
+    except Exception as error:
+        if under_keys is not None:  # now one by one: load them
+            requests = claimed_requests(under_keys.digests)
+        if len(requests) == 1:
+            return _request_search(_BadMessageSearch(requests[0], product_id, budget), error)
+    middle = len(requests) // 2
+    return requests_apply(product_id, requests[:middle], budget) + requests_apply(
+        product_id, requests[middle:], budget
+    )
+
+
+def to_domain(message: dict) -> Message:
+    return Message(
+        kind=message["type"],
+        timestamp_ms=message["timestamp"],
+        user_id=message.get("userId"),
+        group_id=message.get("groupId"),
+        event=message.get("event"),
+        traits=message.get("traits"),
+    )
+
+
+def _apply_loaded(product_id: int, messages: Iterable[dict]) -> None:
+    """The generic route (SQLite's, and on PostgreSQL the one a failed request falls back to):
+    the messages loaded into Python, less drop markers and repeats, applied in one call."""
+    engagement_services.messages_apply(
+        product_id=product_id,
+        messages=[to_domain(message) for message in unseen_messages(product_id, messages)],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _BadMessageSearch:
+    """The search of one request that failed whole for the messages that cannot be applied."""
+
+    request: ClaimedRequest
+    product_id: int
+    budget: TryBudget
+
+
+def _request_search(search: _BadMessageSearch, error: Exception) -> list[DroppedRequest]:
+    """A request that failed whole (with `error`): apply its messages through the generic route,
+    in halves, down to single messages (each try in a savepoint), so a message that cannot be
+    applied is dropped alone and the others are applied, in order. The failed try was the
+    generic route on SQLite, so the search starts at the halves there; on PostgreSQL it was the
+    SQL route, and the whole request is tried once more the generic way."""
+    request = search.request
+    # Each message with its place in the request (a batch's item index): drop markers keep
+    # theirs, so the indexes are the sender's.
+    items = [
+        (index, m) for index, m in enumerate(stored_messages(request)) if not acceptance.is_drop(m)
+    ]
+    logger.warning(
+        "accepted request %s cannot be applied whole; applying its %s messages in parts",
+        request.id,
+        len(items),
+        exc_info=error,
+    )
+    return _items_apply(search, items, error if connection.vendor != "postgresql" else None)
+
+
+def _items_apply(
+    search: _BadMessageSearch, items: list[tuple[int, dict]], error: Exception | None
+) -> list[DroppedRequest]:
+    """Apply these messages of a request together, or with `error` (they just failed together)
+    in halves; a single message that fails is dropped. Once the drain is out of tries, a part
+    that fails is dropped whole (the parts not tried yet still get their one try each)."""
+    if not items:
+        return []
+    if error is None:
+        search.budget.left -= 1
+        try:
+            with transaction.atomic():
+                _apply_loaded(search.product_id, [message for _, message in items])
+            return []
+        except OperationalError:
+            raise  # the database itself is in trouble: leave the rows for the next drain
+        except Exception as failure:
+            error = failure
+    if len(items) == 1 or search.budget.left <= 0:
+        first, last = items[0][0], items[-1][0]
+        logger.error(
+            "dropping %s of accepted request %s: it cannot be applied",
+            f"item {first}" if len(items) == 1 else f"{len(items)} items from {first} to {last}",
+            search.request.id,
+            exc_info=error,
+        )
+        return [apply_failed_drop(search.request, search.product_id, items, error)]
+    middle = len(items) // 2
+    return _items_apply(search, items[:middle], None) + _items_apply(search, items[middle:], None)

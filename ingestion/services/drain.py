@@ -1,0 +1,160 @@
+"""Draining the queue: one transaction claims accepted requests, applies them, records what it
+drops and deletes them; a worker runs such drains in a loop for a while."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+
+from ingestion import tally
+from ingestion.models import DroppedRequest, IngestionKey
+from ingestion.services.apply import TryBudget, requests_apply
+from ingestion.services.drops import drops_record, key_drop, marker_drops
+from ingestion.services.queue import (
+    ClaimedBatch,
+    ClaimedRequest,
+    claimed_delete,
+    claimed_requests,
+    requests_claim,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DrainResult:
+    requests: int
+    dropped: int
+    # Whether this drain stopped at its limit, so more may be waiting.
+    more: bool = False
+
+
+def accepted_requests_drain(*, limit: int) -> DrainResult:
+    """Claim accepted requests holding up to `limit` messages, apply them, and delete them, in
+    one transaction.
+
+    Claimed rows are locked (SKIP LOCKED on PostgreSQL), so any number of workers can drain at
+    once; a worker that dies mid-way leaves its rows unclaimed for the next drain.
+    """
+    with transaction.atomic():
+        _commit_without_waiting_for_disk()
+        batch = requests_claim(limit=limit)
+        if not batch.request_count:
+            return DrainResult(0, 0)
+        drops, work = _drops_and_work_by_product(batch)
+        budget = TryBudget()
+        for product_id, product_work in sorted(work.items()):
+            if product_work.whole_keys:
+                under_keys = batch.under_keys(product_work.whole_keys)
+                drops.extend(requests_apply(product_id, [], budget, under_keys=under_keys))
+            else:
+                drops.extend(requests_apply(product_id, product_work.requests, budget))
+        if drops:
+            drops_record(drops)
+        _accepted_tally(batch)
+        claimed_delete(batch)
+    return DrainResult(batch.request_count, len(drops), batch.more)
+
+
+def accepted_requests_drain_for(*, seconds: float, batch: int) -> tuple[DrainResult, bool]:
+    """Drain batches until the store is empty or `seconds` pass; say whether work is left."""
+    deadline = time.monotonic() + seconds
+    requests = dropped = 0
+    while True:
+        result = accepted_requests_drain(limit=batch)
+        requests += result.requests
+        dropped += result.dropped
+        if not result.more:
+            return DrainResult(requests, dropped), False
+        if time.monotonic() >= deadline:
+            return DrainResult(requests, dropped), True
+
+
+@dataclass(frozen=True, slots=True)
+class _ProductWork:
+    """What a drain applies for one product: these requests, or (PostgreSQL) every claimed row
+    under these keys, left in the database."""
+
+    requests: list[ClaimedRequest]
+    whole_keys: tuple[str, ...]
+
+
+def _drops_and_work_by_product(
+    batch: ClaimedBatch,
+) -> tuple[list[DroppedRequest], dict[int, _ProductWork]]:
+    """Look up the claimed requests' ingestion keys and sort the claim into drops (unknown or
+    revoked keys, items the acceptance rules left out) and, per product, what to apply.
+
+    On PostgreSQL a key valid for every row it has in the claim (the common case) stays whole:
+    its rows are applied where they are stored. The rows of any other key are loaded and judged
+    one by one."""
+    keys = {
+        key.digest: key
+        for key in IngestionKey.objects.filter(
+            digest__in=set(batch.keys) | {request.key_digest for request in batch.requests}
+        )
+    }
+    drops: list[DroppedRequest] = []
+    whole_keys: dict[int, list[str]] = defaultdict(list)
+    one_by_one: list[str] = []  # keys some or all of whose rows are dropped
+    with_markers: list[str] = []
+    for digest, claimed in batch.keys.items():
+        key = keys.get(digest)
+        if key is None or (
+            key.revoked_at is not None and key.revoked_at <= claimed.latest_received_at
+        ):
+            one_by_one.append(digest)
+            continue
+        whole_keys[key.product_id].append(digest)
+        if claimed.has_drop_markers:
+            with_markers.append(digest)
+    if with_markers:
+        for request in claimed_requests(with_markers, only_with_drop_markers=True):
+            drops.extend(marker_drops(request, keys[request.key_digest].product_id))
+    requests = list(batch.requests) + (claimed_requests(one_by_one) if one_by_one else [])
+    by_product: dict[int, list[ClaimedRequest]] = defaultdict(list)
+    for request in requests:
+        key = keys.get(request.key_digest)
+        drop = key_drop(request, key)
+        if drop is not None:
+            drops.append(drop)
+        else:
+            drops.extend(marker_drops(request, key.product_id))
+            by_product[key.product_id].append(request)
+    work: dict[int, _ProductWork] = {}
+    for product_id in by_product.keys() | whole_keys.keys():
+        product_requests = by_product.get(product_id, [])
+        product_keys = whole_keys.get(product_id, [])
+        if product_requests and product_keys:
+            # Both for one product (a key revoked within this claim, another valid): all of its
+            # requests one by one, in the order they were accepted.
+            product_requests = sorted(
+                product_requests + claimed_requests(product_keys),
+                key=lambda request: request.accepted_order,
+            )
+            product_keys = []
+        work[product_id] = _ProductWork(product_requests, tuple(product_keys))
+    return drops, work
+
+
+def _accepted_tally(batch: ClaimedBatch) -> None:
+    """Count the claim's requests per key and minute (what the dashboard's health page shows)."""
+    if connection.vendor == "postgresql":
+        tally.accepted_minutes_record_claimed()
+    else:
+        tally.accepted_minutes_record((r.key_digest, r.received_at) for r in batch.requests)
+
+
+def _commit_without_waiting_for_disk() -> None:
+    """On PostgreSQL, let this drain's commit return before its WAL reaches disk.
+
+    Safe here, unlike at the front door: the drain applies and deletes its accepted rows in one
+    transaction. If the database server crashes before that commit is on disk, the whole
+    transaction is gone together: the rows are back in the store, their messageIds unclaimed,
+    and the next drain applies them once. Readers may briefly have seen the lost effects. What
+    it saves is a WAL flush per batch that the worker would otherwise sit out.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")

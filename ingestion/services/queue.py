@@ -1,0 +1,278 @@
+"""The durable queue of accepted requests as a drain sees it: claiming (locking) rows, reading the
+requests they hold, and deleting them once applied.
+
+Claimed rows are locked with SKIP LOCKED, so any number of workers drain at once; a worker that
+dies mid-way leaves its rows unclaimed for the next drain. On PostgreSQL the claimed rows are
+listed in the session's eds_claim table and their messages stay where they are stored, so a
+drain brings back a line per ingestion key rather than a Python object per row.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+from django.db import connection
+
+from ingestion import acceptance
+from ingestion.models import AcceptedRequest
+
+_LAST_PLACE = 2**31 - 1  # "to the end": no row holds more messages
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRequest:
+    """An accepted request locked by this drain, without a model around it: a stored row, or
+    one request of a row that holds several (see AcceptedRequest).
+
+    `received` is the time it was accepted, or on PostgreSQL that time in Unix microseconds:
+    only a drop or a revoked key needs it as a datetime, so most rows never convert it.
+    `messages` is None on PostgreSQL for a row without drop markers: its messages are applied
+    where they are stored (see staging). `places`: where its messages are among the
+    row's, the first and the last, counted from 1.
+    """
+
+    id: int
+    received: datetime | int
+    endpoint: str
+    key_digest: str
+    message_count: int
+    messages: list | None
+    places: tuple[int, int] = (1, _LAST_PLACE)
+
+    @property
+    def received_at(self) -> datetime:
+        if isinstance(self.received, datetime):
+            return self.received
+        seconds, micros = divmod(self.received, 1_000_000)
+        return datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=micros)
+
+    @property
+    def accepted_order(self) -> tuple[int, int]:
+        """A sort key putting requests in the order they were accepted: row, then place in it."""
+        return self.id, self.places[0]
+
+
+class ClaimedKey(NamedTuple):
+    """PostgreSQL: what a claim holds under one ingestion key."""
+
+    latest_received_at: datetime  # a key revoked after this was valid for every row
+    has_drop_markers: bool  # some row holds items the acceptance rules left out
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedUnderKeys:
+    """PostgreSQL: every row a claim holds under these ingestion keys; `first` and `last` are
+    the claim's lowest and highest row ids, so the rows are read through the primary key."""
+
+    digests: tuple[str, ...]
+    first: int
+    last: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedBatch:
+    """What a drain locked. On PostgreSQL the rows stay in the session's eds_claim table, `first`
+    and `last` bound their ids and `keys` describes them per ingestion key digest: a key valid
+    for all its rows has them applied without a Python object per row. Elsewhere every request
+    is in `requests`."""
+
+    request_count: int  # requests, not rows: a row may hold several
+    more: bool  # the claim stopped at its limit, so more may be waiting
+    first: int = 0
+    last: int = 0
+    keys: dict[str, ClaimedKey] = field(default_factory=dict)
+    requests: list[ClaimedRequest] = field(default_factory=list)
+
+    def under_keys(self, digests: Sequence[str]) -> ClaimedUnderKeys:
+        return ClaimedUnderKeys(tuple(digests), self.first, self.last)
+
+
+_CLAIM_CHUNK = 100
+
+
+def requests_claim(*, limit: int) -> ClaimedBatch:
+    """Lock accepted requests in id order until they hold `limit` messages (at least one
+    request) or `limit` requests; say whether the limit was reached.
+
+    Counting requests alone could pull millions of messages into one transaction: a
+    Segment-SDK batch is one request of up to 2,500 messages.
+    """
+    if connection.vendor == "postgresql":
+        return _claim_in_database(limit)
+    query = AcceptedRequest.objects.select_for_update(skip_locked=True).order_by("id")[:limit]
+    requests: list[ClaimedRequest] = []
+    messages = stored_rows = 0
+    for r in query.iterator(chunk_size=_CLAIM_CHUNK):
+        count = len(r.messages)
+        row = ClaimedRequest(r.id, r.received_at, r.endpoint, r.key_digest, count, r.messages)
+        requests.extend(_requests_of(row, r.requests))
+        stored_rows += 1
+        messages += count
+        if messages >= limit:
+            break
+    return ClaimedBatch(len(requests), messages >= limit or stored_rows >= limit, requests=requests)
+
+
+# The first claim statement of a drain asks for _CLAIM_FIRST_ROWS rows; the next ones ask for as
+# many as the messages still wanted need at the rows' average size so far. Few rows first: a
+# Segment-SDK batch is one request of up to 2,500 messages, and every row locked beyond the
+# drain's limit waits, unapplied, for its commit. A trim then keeps the rows up to the first one
+# that brings the messages to the limit.
+_CLAIM_FIRST_ROWS = 10
+_CLAIM_ROWS = """
+    WITH claimed AS (
+        INSERT INTO eds_claim
+            (id, received_at, endpoint, key_digest, message_count, has_drops, request_count)
+        SELECT id, received_at, endpoint, key_digest, jsonb_array_length(messages),
+               messages @> %(markers)s::jsonb, request_count
+        FROM ingestion_acceptedrequest WHERE id > %(after)s
+        ORDER BY id LIMIT %(rows)s FOR UPDATE SKIP LOCKED
+        RETURNING id, message_count, request_count)
+    SELECT count(*), COALESCE(sum(message_count), 0), min(id), max(id),
+           COALESCE(sum(request_count), 0)
+    FROM claimed"""
+_CLAIM_TRIM = """
+    DELETE FROM eds_claim WHERE id > (
+        SELECT min(id) FROM (SELECT id, sum(message_count) OVER (ORDER BY id) AS running
+                             FROM eds_claim) AS r
+        WHERE running >= %(limit)s)"""
+_HOLDS_DROP_MARKERS = json.dumps([{"type": acceptance.DROP}])
+
+
+def _claim_in_database(limit: int) -> ClaimedBatch:
+    """PostgreSQL: lock the rows into the session's eds_claim table, a few statements per
+    drain, and bring back one line per ingestion key rather than a line per row."""
+    with connection.cursor() as cursor:
+        # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
+        cursor.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS eds_claim (id bigint NOT NULL, "
+            "received_at timestamptz NOT NULL, endpoint text NOT NULL, key_digest text NOT NULL, "
+            "message_count integer NOT NULL, has_drops boolean NOT NULL, "
+            "request_count integer NOT NULL) ON COMMIT DELETE ROWS"
+        )
+        cursor.execute("TRUNCATE eds_claim")
+        rows = messages = first = last = requests = 0
+        asked = min(_CLAIM_FIRST_ROWS, limit)
+        while True:
+            cursor.execute(
+                _CLAIM_ROWS, {"markers": _HOLDS_DROP_MARKERS, "after": last, "rows": asked}
+            )
+            count, count_messages, lowest, highest, count_requests = cursor.fetchone()
+            if count:
+                rows += count
+                messages += count_messages
+                requests += count_requests
+                first = first or lowest
+                last = highest
+            if count < asked or messages >= limit or rows >= limit:
+                break
+            per_row = max(messages, 1) / rows
+            asked = max(1, min(limit - rows, math.ceil((limit - messages) / per_row)))
+        if not rows:
+            return ClaimedBatch(0, False)
+        more = messages >= limit or rows >= limit
+        if messages > limit and rows > 1:
+            # Rows past the limit stay locked, unapplied, until this drain commits.
+            cursor.execute(_CLAIM_TRIM, {"limit": limit})
+            cursor.execute("SELECT max(id), sum(request_count) FROM eds_claim")
+            last, requests = cursor.fetchone()
+        cursor.execute(
+            "SELECT key_digest, max(received_at), bool_or(has_drops) FROM eds_claim "
+            "GROUP BY key_digest"
+        )
+        keys = {
+            digest: ClaimedKey(latest, markers) for digest, latest, markers in cursor.fetchall()
+        }
+    return ClaimedBatch(requests, more, first, last, keys=keys)
+
+
+_CLAIMED_REQUESTS = """
+    SELECT c.id, (EXTRACT(EPOCH FROM c.received_at) * 1000000)::bigint, c.endpoint,
+           c.key_digest, c.message_count,
+           CASE WHEN c.has_drops THEN (
+               SELECT a.messages::text FROM ingestion_acceptedrequest a WHERE a.id = c.id) END,
+           CASE WHEN c.request_count > 1 THEN (
+               SELECT a.requests::text FROM ingestion_acceptedrequest a WHERE a.id = c.id) END
+    FROM eds_claim c WHERE c.key_digest = ANY(%(digests)s::text[]) {only_with_drop_markers}
+    ORDER BY c.id"""
+
+
+def claimed_requests(
+    digests: Sequence[str], *, only_with_drop_markers: bool = False
+) -> list[ClaimedRequest]:
+    """PostgreSQL: the requests of the claimed rows under these keys, in the order they were
+    accepted, with their messages if they hold drop markers. (The json module, not orjson,
+    decodes them: orjson reads an integer beyond 64 bits, which traits may hold, as a float.)"""
+    query = _CLAIMED_REQUESTS.format(
+        only_with_drop_markers="AND c.has_drops" if only_with_drop_markers else ""
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(query, {"digests": list(digests)})
+        found = cursor.fetchall()
+    requests: list[ClaimedRequest] = []
+    for row_id, received, endpoint, key_digest, count, messages, parts in found:
+        row = ClaimedRequest(
+            row_id,
+            received,
+            endpoint,
+            key_digest,
+            count,
+            None if messages is None else json.loads(messages),
+        )
+        requests.extend(_requests_of(row, None if parts is None else json.loads(parts)))
+    return requests
+
+
+def _requests_of(row: ClaimedRequest, parts: list | None) -> list[ClaimedRequest]:
+    """The requests a row holds: itself, or for a row of several (`parts`: [endpoint, received
+    in Unix microseconds, message count] each) one each, with its messages' places."""
+    if not parts:
+        return [row]
+    requests = []
+    first = 1
+    for endpoint, received, count in parts:
+        last = first + count - 1
+        messages = None if row.messages is None else row.messages[first - 1 : last]
+        requests.append(
+            replace(
+                row,
+                received=received,
+                endpoint=endpoint,
+                message_count=count,
+                messages=messages,
+                places=(first, last),
+            )
+        )
+        first = last + 1
+    return requests
+
+
+def stored_messages(request: ClaimedRequest) -> list:
+    """A claimed request's messages, from its row when the claim did not load them."""
+    if request.messages is not None:
+        return request.messages
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT messages::text FROM ingestion_acceptedrequest WHERE id = %s", [request.id]
+        )
+        (text,) = cursor.fetchone()
+    first, last = request.places
+    return json.loads(text)[first - 1 : last]  # json, not orjson: see claimed_requests
+
+
+def claimed_delete(batch: ClaimedBatch) -> None:
+    """Delete the claimed rows (in the drain's transaction, once they are applied)."""
+    if connection.vendor != "postgresql":
+        AcceptedRequest.objects.filter(id__in=[r.id for r in batch.requests]).delete()
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "DELETE FROM ingestion_acceptedrequest WHERE id BETWEEN %s AND %s "
+            "AND id = ANY(ARRAY(SELECT id FROM eds_claim))",
+            [batch.first, batch.last],
+        )

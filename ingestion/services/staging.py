@@ -1,0 +1,99 @@
+"""PostgreSQL's route to applying claimed requests: their messages are expanded from the stored
+JSON and deduplicated in SQL, and their tracks, nearly all of the traffic, go to engagement's
+staging table without a Python object per track; only identify and group messages, whose traits
+merge in Python, are loaded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from django.db import connection
+
+from engagement.track_staging import StagedTracks, staged_tracks_start
+from ingestion import acceptance
+from ingestion.services.dedup import staged_messages_claim
+from ingestion.services.queue import ClaimedRequest, ClaimedUnderKeys
+
+# The claimed rows' messages, expanded from their stored JSON, less drop markers: a track as its
+# fields, any other message whole, each with its place in the rows (the order they were accepted
+# in) and its SeenMessage key (seen_message_key, in SQL). Which rows: every claimed row under
+# the given keys, or the requests listed, each a row or, in a row of several requests, the places
+# of its messages there. The id range lets PostgreSQL read them through the primary key: a queue
+# table has dead rows between its live ones, and a scan filtering on the rows alone reads them.
+_STAGE_MESSAGES = """
+    INSERT INTO eds_stage_message (type, message_id, message_key, request_id, place,
+                                   user_tid, group_tid, name, ms, body)
+    SELECT type, message_id, md5(%(product_prefix)s || message_id)::uuid, request_id, place,
+           CASE WHEN type = 'track' THEN body->>'userId' END,
+           CASE WHEN type = 'track' THEN body->>'groupId' END,
+           CASE WHEN type = 'track' THEN body->>'event' END,
+           CASE WHEN type = 'track' THEN (body->>'timestamp')::bigint END,
+           CASE WHEN type <> 'track' THEN body END
+    FROM (
+        SELECT m.body->>'type' AS type, m.body->>'messageId' AS message_id, m.body,
+               a.id AS request_id, m.place
+        FROM {source}
+        CROSS JOIN LATERAL jsonb_array_elements(a.messages) WITH ORDINALITY AS m(body, place)
+        WHERE a.id BETWEEN %(first)s AND %(last)s AND {selection}
+          AND m.body->>'type' <> %(drop)s) AS expanded"""
+_UNDER_KEYS = (
+    "ingestion_acceptedrequest a",
+    "a.id = ANY(ARRAY(SELECT c.id FROM eds_claim c WHERE c.key_digest = ANY(%(digests)s::text[])))",
+)
+_LISTED = (
+    "ingestion_acceptedrequest a JOIN unnest(%(ids)s::bigint[], %(firsts)s::bigint[], "
+    "%(lasts)s::bigint[]) AS listed(id, first_place, last_place) ON listed.id = a.id",
+    "m.place BETWEEN listed.first_place AND listed.last_place",
+)
+# The unique tracks, once repeats are unstaged, into the table engagement reads them from.
+_HAND_OVER_TRACKS = (
+    f"{StagedTracks.INSERT_INTO} "  # noqa: S608 - fixed names
+    "SELECT user_tid, group_tid, name, ms FROM eds_stage_message WHERE type = 'track'"
+)
+
+
+def messages_stage(
+    product_id: int, requests: Sequence[ClaimedRequest], under_keys: ClaimedUnderKeys | None
+) -> tuple[list[dict], StagedTracks]:
+    """Stage the messages of these requests, or with `under_keys` of every claimed row under
+    those keys, less drop markers and repeats (their messageIds claimed): the tracks in
+    engagement's staging table, the other messages returned."""
+    params: dict = {"drop": acceptance.DROP, "product_prefix": f"{product_id}:"}
+    if under_keys is not None:
+        source, selection = _UNDER_KEYS
+        params.update(
+            first=under_keys.first, last=under_keys.last, digests=list(under_keys.digests)
+        )
+    else:
+        ids = [request.id for request in requests]
+        source, selection = _LISTED
+        params.update(
+            first=min(ids),
+            last=max(ids),
+            ids=_bigint_array(ids),
+            firsts=_bigint_array([request.places[0] for request in requests]),
+            lasts=_bigint_array([request.places[1] for request in requests]),
+        )
+    with connection.cursor() as cursor:
+        # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
+        cursor.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS eds_stage_message (type text NOT NULL, "
+            "message_id text, message_key uuid, request_id bigint, place bigint, user_tid text, "
+            "group_tid text, name text, ms bigint, body jsonb) ON COMMIT DELETE ROWS"
+        )
+        cursor.execute("TRUNCATE eds_stage_message")
+        cursor.execute(_STAGE_MESSAGES.format(source=source, selection=selection), params)
+    staged_messages_claim(product_id=product_id)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT body::text FROM eds_stage_message WHERE type <> 'track'")
+        others = [json.loads(body) for (body,) in cursor.fetchall()]
+        staged_tracks = staged_tracks_start()
+        cursor.execute(_HAND_OVER_TRACKS)
+    return others, staged_tracks
+
+
+def _bigint_array(ids: Sequence[int]) -> str:
+    """PostgreSQL's text form of an array of integers, for a `%s::bigint[]` parameter: one
+    string to send instead of a list the driver formats element by element in Python."""
+    return "{" + ",".join(map(str, ids)) + "}"
