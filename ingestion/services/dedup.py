@@ -5,8 +5,8 @@ The claim is written twice, because the two routes hold their messages in differ
 in Python for messages loaded into the worker (`unseen_messages`, SQLite's route and the
 fallback of a request that failed whole), and in SQL for messages staged in PostgreSQL
 (`staged_messages_claim`). Both key a row by `seen_message_key` (md5 of "<product>:<id>") and
-keep the first of repeats (tests/ingestion/test_seen_message_keys.py checks that the two
-agree on the key).
+keep the first of repeats; tests/ingestion/test_dedup_routes.py runs the same cases through
+both.
 """
 
 from __future__ import annotations

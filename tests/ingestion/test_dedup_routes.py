@@ -1,0 +1,98 @@
+"""The messageId rule is written twice, in Python for loaded messages and in SQL for messages
+staged in PostgreSQL (see ingestion/services/dedup.py). The same cases go through both: each
+keeps the same messages and leaves the same ids seen."""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection, transaction
+
+from engagement.track_staging import StagedTracks
+from ingestion.acceptance.messages import drop_marker
+from ingestion.models import AcceptedRequest, SeenMessage
+from ingestion.services.dedup import seen_messages_claim, unseen_messages
+from ingestion.services.queue import ClaimedRequest
+from ingestion.services.staging import messages_stage
+
+pytestmark = pytest.mark.postgresql  # the SQL route needs PostgreSQL
+
+
+def track(event: str, message_id: str | None = None) -> dict:
+    message = {"type": "track", "timestamp": 1793527200000, "userId": "usr_ann", "event": event}
+    if message_id is not None:
+        message["messageId"] = message_id
+    return message
+
+
+# (what, requests in the order they were accepted, ids the product saw in an earlier drain,
+#  ids another product saw, the events kept)
+CASES = [
+    ("a repeat within a request", [[track("A", "m-1"), track("B", "m-1")]], [], [], ["A"]),
+    (
+        "a repeat in a later request of the same drain",
+        [[track("A", "m-1")], [track("B", "m-1"), track("C", "m-2")]],
+        [],
+        [],
+        ["A", "C"],
+    ),
+    (
+        "an id seen in an earlier drain",
+        [[track("A", "m-1"), track("B", "m-2")]],
+        ["m-1"],
+        [],
+        ["B"],
+    ),
+    ("messages without an id", [[track("A"), track("A")]], [], [], ["A", "A"]),
+    ("an id another product saw", [[track("A", "m-1")]], [], ["m-1"], ["A"]),
+    (
+        "drop markers are not messages",
+        [[drop_marker("invalid_message", "bad", index=0), track("A", "m-1")]],
+        [],
+        [],
+        ["A"],
+    ),
+]
+
+
+def _python_route(product_id: int, requests: list[list[dict]]) -> list[str]:
+    messages = [message for request in requests for message in request]
+    return [message["event"] for message in unseen_messages(product_id, messages)]
+
+
+def _sql_route(product_id: int, requests: list[list[dict]]) -> list[str]:
+    claimed = []
+    for messages in requests:
+        row = AcceptedRequest.objects.create(
+            received_at=datetime.now(UTC), endpoint="v1/batch", key_digest="k", messages=messages
+        )
+        claimed.append(
+            ClaimedRequest(row.id, row.received_at, row.endpoint, row.key_digest, 0, None)
+        )
+    others, _ = messages_stage(product_id, claimed, None)
+    assert others == []
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT event_name FROM {StagedTracks.TABLE}")  # noqa: S608
+        return [name for (name,) in cursor.fetchall()]
+
+
+@pytest.mark.parametrize("route", [_python_route, _sql_route], ids=["python", "sql"])
+@pytest.mark.parametrize(
+    ("requests", "seen", "seen_elsewhere", "kept"),
+    [case[1:] for case in CASES],
+    ids=[case[0] for case in CASES],
+)
+def test_both_routes_keep_the_same_messages(
+    acme, globex, route, requests, seen, seen_elsewhere, kept
+):
+    seen_messages_claim(product_id=acme.product.id, message_ids=seen)
+    seen_messages_claim(product_id=globex.product.id, message_ids=seen_elsewhere)
+
+    with transaction.atomic():
+        events = route(acme.product.id, requests)
+
+    assert sorted(events) == sorted(kept)
+    ids = {m.get("messageId") for request in requests for m in request} - {None}
+    assert (
+        set(SeenMessage.objects.filter(product=acme.product).values_list("message_id", flat=True))
+        == ids
+    )
