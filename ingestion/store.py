@@ -53,11 +53,6 @@ def backlog_size(*, max_age: float = _BACKLOG_CHECK_SECONDS) -> int:
     return int(_backlog_cache["size"])
 
 
-def backlog_forget() -> None:
-    """Make the next `backlog_size` count afresh (tests, and after an operator clears a backlog)."""
-    _backlog_cache["checked_at"] = float("-inf")
-
-
 def kick_worker() -> None:
     """Ask a worker to drain now. Losing this message loses nothing: the sweep drains too.
 

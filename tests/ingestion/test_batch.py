@@ -228,7 +228,7 @@ def test_a_batch_above_512_kib_is_413(acme, post_json):
 def test_503_with_retry_after_when_the_store_cannot_take_the_batch(acme, post_json, settings):
     settings.INGESTION_BACKLOG_LIMIT = 1
     post_json("/v2/track", {"userId": "usr_ann", "event": "E"}, auth=acme.basic)
-    store.backlog_forget()
+    store.backlog_refresh()
 
     response = post_json(
         "/v1/batch", {"batch": [track("usr_ann", "E")]}, auth=segment_auth(acme.key.key)

@@ -231,7 +231,7 @@ def test_503_with_retry_after_when_the_backlog_is_over_its_limit(post_segment, s
     AcceptedRequest.objects.create(
         received_at=datetime.now(UTC), endpoint="segment", key_digest="x", messages=[]
     )
-    store.backlog_forget()
+    store.backlog_refresh()
 
     response = post_segment(track("user1234", "Signed_In"))
 
