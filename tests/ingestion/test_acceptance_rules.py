@@ -1,6 +1,6 @@
 """The acceptance rules on their own (no server, no database): what is accepted is what the worker
-and the database take. Each case here was accepted before and then lost by the worker, or
-answered 500, or differed between the doors (issue 15)."""
+and the database take. Each case is one a worker could lose, a door could answer 500 to, or the
+two doors could answer differently, if the rules let it through."""
 
 import json
 
