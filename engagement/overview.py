@@ -364,6 +364,8 @@ def account_list_page(
         ranked = account_list_ranked(workspace=workspace, offset=offset, limit=per_page)
         rows = [_ranked_row(item) for item in ranked.items]
         return AccountListPage(rows=rows, total=ranked.total, page=page, per_page=per_page)
+    if query.segment_id is not None and not query.search.strip() and query.sort == "score":
+        return _segment_page(workspace, query, page, per_page)
     accounts = _account_queryset(workspace, query)
     if query.search.strip():
         # A search reads every account's name and domain: the total is counted in that same
@@ -375,6 +377,24 @@ def account_list_page(
         found = list(accounts[offset : offset + per_page])
     rows = [_row(account) for account in found]
     return AccountListPage(rows=rows, total=total, page=page, per_page=per_page)
+
+
+def _segment_page(
+    workspace: Workspace, query: AccountQuery, page: int, per_page: int
+) -> AccountListPage:
+    """A segment's accounts by score. Members are accounts the workspace has scored (segments
+    select among score rows), so the rank index leads and each row is checked for membership:
+    the first pages of a segment of 25,000 read a few dozen index entries, not every member."""
+    members = SegmentMember.objects.filter(segment_id=query.segment_id).values("account_id")
+    scores = AccountScore.objects.filter(workspace_id=workspace.id, account_id__in=members)
+    for key, _, low, high in BANDS:
+        if query.band == key:
+            scores = scores.filter(engagement_score__gte=low, engagement_score__lte=high)
+    direction = "" if query.ascending else "-"
+    offset = (page - 1) * per_page
+    found = scores.select_related("account").order_by(f"{direction}engagement_score", "account_id")
+    rows = [_ranked_row(score) for score in found[offset : offset + per_page]]
+    return AccountListPage(rows=rows, total=scores.count(), page=page, per_page=per_page)
 
 
 def account_list_all(

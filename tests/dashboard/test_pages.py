@@ -149,6 +149,10 @@ def test_filter_by_health_band_and_segment(acme, vera, scored):
     assert account_names(high) == ["Initech"]
     members = client.get(url(acme.workspace, "accounts/"), {"segment": scored.enterprise.id})
     assert account_names(members) == ["Initech"]
+    both = {"segment": scored.enterprise.id, "band": "low"}
+    assert account_names(client.get(url(acme.workspace, "accounts/"), both)) == []
+    by_name = {"segment": scored.enterprise.id, "sort": "name"}
+    assert account_names(client.get(url(acme.workspace, "accounts/"), by_name)) == ["Initech"]
 
 
 def test_a_user_segment_is_not_an_account_filter(acme, vera, scored):
