@@ -169,7 +169,9 @@ class HistoryBuilder:
         points, change, out = f"eds_h_{kind}_points", f"eds_h_{kind}_change", f"eds_h_{kind}_day"
         if (self.last - self.first).days < DIRECT_SUM_DAYS:
             # A day or two (the daily step): summing each day's window directly is cheaper
-            # than ordering every subject's changes.
+            # than ordering every subject's changes. Stored in subject order, the order of the
+            # history's primary key: a million new points then go into the index in one pass
+            # over it instead of a million random page visits (5x faster at that size).
             self.temp(out, f"{column} BIGINT, day DATE, raw BIGINT")
             window_start = self.day_plus("d.day", 1 - self.lookback)
             self.run(
@@ -179,6 +181,7 @@ class HistoryBuilder:
                 JOIN eds_h_day d ON p.day <= d.day AND p.day >= {window_start}
                 GROUP BY p.{column}, d.day
                 HAVING SUM(p.points) > 0
+                ORDER BY p.{column}, d.day
                 """
             )
             self.analyze(out)
