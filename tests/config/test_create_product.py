@@ -1,6 +1,9 @@
 """`manage.py create_product "Name" --json`: a tenant ready to send and read data."""
 
 import json
+import os
+import subprocess
+import sys
 from io import StringIO
 
 from django.core.management import call_command
@@ -44,3 +47,23 @@ def test_keys_are_long_and_random(db):
     keys = list(IngestionKey.objects.values_list("key", flat=True))
     assert len(set(keys)) == 2
     assert all(len(key) >= 32 for key in keys)
+
+
+def test_the_json_output_is_only_json_when_run_as_a_command(tmp_path):
+    # A process of its own, on the embedded database: nothing that starts with Django (a
+    # library's banner, a warning) may reach standard output before the JSON.
+    env = {**os.environ, "DATABASE_URL": "", "CELERY_BROKER_URL": "", "DATA_DIR": str(tmp_path)}
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "--noinput"], env=env, check=True, capture_output=True)
+
+    done = subprocess.run(
+        [*manage, "create_product", "Initech", "--json"], env=env, capture_output=True, text=True
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert set(json.loads(done.stdout)) == {
+        "product_id",
+        "workspace_id",
+        "ingestion_key",
+        "api_token",
+    }
