@@ -129,9 +129,9 @@ class Command(BaseCommand):
             f"{track}\n"
             "Read accounts ranked by engagement (scores refresh within a minute):\n"
             f"{read}\n"
-            f"Admin: {base_url}/admin/ (create a login: .venv/bin/python manage.py "
-            "createsuperuser)   API docs: "
-            f"{base_url}/api/docs/\n"
+            f"Dashboard: {base_url}/   Admin: {base_url}/admin/   API docs: {base_url}/api/docs/\n"
+            "(sign in to the dashboard and the admin with a login made by "
+            ".venv/bin/python manage.py createsuperuser)\n"
         )
         self.stdout.flush()
         if wait:
