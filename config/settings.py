@@ -34,6 +34,17 @@ if DJANGO_ENV not in {"embedded", "production"}:
 PRODUCTION = DJANGO_ENV == "production"
 DATA_DIR = env_path("DATA_DIR", BASE_DIR / ".data", base_dir=BASE_DIR)
 
+# Metrics (GET /metrics, docs/operations.md): the bearer token a scraper sends (empty: the
+# endpoint answers 404). Every process of this host writes its counters to files in
+# PROMETHEUS_MULTIPROC_DIR, which prometheus_client reads from the environment when a metric is
+# first counted: it is set here, before any app module loads.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+PROMETHEUS_MULTIPROC_DIR = env_path(
+    "PROMETHEUS_MULTIPROC_DIR", DATA_DIR / "metrics", base_dir=BASE_DIR
+)
+PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
+
 SECRET_KEY = env_secret(
     "SECRET_KEY", production=PRODUCTION, embedded_default="embedded-mode-only-not-secret"
 )
@@ -75,6 +86,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so it counts every answer, the other middleware's included.
+    "config.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -225,6 +238,15 @@ CELERY_BEAT_SCHEDULE = {
         "task": "engagement.tasks.scores_refresh_due",
         "schedule": float(env_int("SCORING_REFRESH_SECONDS", 10, minimum=1)),
     },
+    # The overview's events per day: each stored batch appends tallies, folded here.
+    "events-tallies-compact": {
+        "task": "engagement.tasks.event_tallies_compact",
+        "schedule": 3600.0,
+    },
+    "segments-purge-changes": {
+        "task": "engagement.tasks.segment_changes_purge",
+        "schedule": 3600.0,
+    },
     "scores-purge-event-activity": {
         "task": "engagement.tasks.event_activity_purge",
         "schedule": 60.0,
@@ -280,6 +302,8 @@ SCORING_WORK_MEM_MB = env_int("SCORING_WORK_MEM_MB", 256, minimum=4)
 # Raw events older than this are deleted (whole daily partitions on PostgreSQL); the daily
 # rollups that scores read are kept.
 EVENTS_RETENTION_DAYS = env_int("EVENTS_RETENTION_DAYS", 90, minimum=1)
+# Segment joins and leaves (the segment page's chart) older than this many days are deleted.
+SEGMENT_CHANGES_RETENTION_DAYS = env_int("SEGMENT_CHANGES_RETENTION_DAYS", 400, minimum=1)
 
 # --- Marketplace ----------------------------------------------------------------------------
 MARKETPLACE_API_URL = env_str("MARKETPLACE_API_URL", "https://api.atlassian.com").rstrip("/")

@@ -1,11 +1,13 @@
 """Celery tasks of the engagement domain: each loads by id and calls a service."""
 
 import logging
+import time
 
 from celery import shared_task
 from django.conf import settings
 
-from engagement import history, scoring, services
+from engagement import event_store, history, metrics, scoring, segments, services
+from engagement.erasure import erasure_run
 from engagement.models import Segment, Workspace
 from engagement.segments import segment_refresh
 
@@ -31,7 +33,10 @@ def workspace_refresh(workspace_id: int) -> str:
     """Incremental refresh (or a full rescore when the day or the settings changed)."""
     if not Workspace.objects.filter(id=workspace_id).exists():
         return "gone"
-    return scoring.workspace_refresh(workspace_id=workspace_id).mode
+    started = time.perf_counter()
+    mode = scoring.workspace_refresh(workspace_id=workspace_id).mode
+    metrics.SCORE_REFRESH_SECONDS.labels(mode).observe(time.perf_counter() - started)
+    return mode
 
 
 @shared_task(ignore_result=True)
@@ -39,7 +44,10 @@ def workspace_rescore(workspace_id: int) -> str:
     """Full rescore: the workspace's settings or weights were changed."""
     if not Workspace.objects.filter(id=workspace_id).exists():
         return "gone"
-    return scoring.workspace_rescore(workspace_id=workspace_id).mode
+    started = time.perf_counter()
+    mode = scoring.workspace_rescore(workspace_id=workspace_id).mode
+    metrics.SCORE_REFRESH_SECONDS.labels(mode).observe(time.perf_counter() - started)
+    return mode
 
 
 @shared_task(ignore_result=True)
@@ -50,6 +58,18 @@ def segment_members_refresh(segment_id: int) -> int:
         return 0
     joined, _ = segment_refresh(segment=segment)
     return joined
+
+
+@shared_task(ignore_result=True)
+def segment_changes_purge() -> int:
+    """Periodic (hourly): forget segment joins and leaves past SEGMENT_CHANGES_RETENTION_DAYS."""
+    return segments.segment_changes_purge()
+
+
+@shared_task(ignore_result=True)
+def event_tallies_compact() -> int:
+    """Periodic (hourly): fold the overview's appended event tallies, one row per day and name."""
+    return event_store.event_tallies_compact()
 
 
 @shared_task(ignore_result=True)
@@ -83,3 +103,10 @@ def score_history_update(workspace_id: int) -> str:
     if not Workspace.objects.filter(id=workspace_id).exists():
         return "gone"
     return history.score_history_update(workspace_id=workspace_id).mode
+
+
+@shared_task(ignore_result=True)
+def erasure_run_task(erasure_id: int) -> str:
+    """Erase the user or account of a pending erasure request."""
+    done = erasure_run(erasure_id=erasure_id)
+    return "skipped" if done is None else done.status

@@ -21,6 +21,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.http.request import split_domain_port, validate_host
 
+from config.metrics import http_request_count
 from ingestion import acceptance
 from ingestion.acceptance import http
 from ingestion.views import ingestion_limits  # one definition of the limits for both doors
@@ -125,9 +126,19 @@ def _security_headers_from_settings(scheme: str) -> list[tuple[bytes, bytes]]:
     return headers
 
 
+# The requests counter labels an endpoint by its URL name (ingestion/urls.py), on both doors.
+_URL_NAMES = {name: f"ingest-{name.replace('/', '-')}" for name in acceptance.ENDPOINTS}
+
+
 async def _respond(
-    send: Send, scope: Scope, status: int, body: dict | None, retry_after: int | None = None
+    send: Send,
+    scope: Scope,
+    endpoint_name: str,
+    status: int,
+    body: dict | None,
+    retry_after: int | None = None,
 ) -> None:
+    http_request_count("asgi", _URL_NAMES[endpoint_name], status)
     headers = [(b"content-length", b"0")]
     payload = b""
     if body is not None:
@@ -163,7 +174,7 @@ class IngestionFrontDoor:
                         ]
                     )
                 except acceptance.RequestError as error:
-                    await _respond(send, scope, error.status, error.body())
+                    await _respond(send, scope, endpoint_name, error.status, error.body())
                     return
                 if _host_allowed(headers):
                     await self.ingest(endpoint_name, scope, headers, receive, send)
@@ -196,9 +207,11 @@ class IngestionFrontDoor:
         except _Disconnected:
             return  # nothing stored, and nobody to answer
         except acceptance.RequestError as error:
-            await _respond(send, scope, error.status, error.body(), error.retry_after)
+            await _respond(
+                send, scope, endpoint_name, error.status, error.body(), error.retry_after
+            )
             return
-        await _respond(send, scope, outcome.status, outcome.body)
+        await _respond(send, scope, endpoint_name, outcome.status, outcome.body)
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
         """Django has no lifespan support; this flushes the writer when the server stops."""

@@ -22,7 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from engagement.services import account_prefixed_traits_replace
-from marketplace import mapping
+from marketplace import mapping, metrics
 from marketplace.client import (
     MarketplaceBadAnswer,
     MarketplaceClient,
@@ -225,6 +225,8 @@ def run_finish(run: SyncRun, outcome: str, error: str = "") -> RunStep:
     closed = SyncRun.objects.filter(id=run.id, outcome__in=SyncRun.OPEN).update(**changes)
     for name, value in changes.items():
         setattr(run, name, value)
+    if closed:
+        metrics.sync_run_finished(outcome)
     return RunStep(outcome=outcome if closed else Outcome.STOPPED)
 
 

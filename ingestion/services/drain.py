@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 
-from ingestion import tally
+from ingestion import metrics, tally
 from ingestion.models import DroppedRequest, IngestionKey
 from ingestion.services.apply import TryBudget, requests_apply
 from ingestion.services.drops import drops_record, key_drop, marker_drops
@@ -37,6 +37,7 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
     Claimed rows are locked (SKIP LOCKED on PostgreSQL), so any number of workers can drain at
     once; a worker that dies mid-way leaves its rows unclaimed for the next drain.
     """
+    started = time.perf_counter()
     with transaction.atomic():
         _commit_without_waiting_for_disk()
         batch = requests_claim(limit=limit)
@@ -54,6 +55,11 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
             drops_record(drops)
         _accepted_tally(batch)
         claimed_delete(batch)
+    metrics.drain_batch_observe(
+        seconds=time.perf_counter() - started,
+        messages=batch.message_count,
+        dropped=((drop.reason, drop.message_count) for drop in drops),
+    )
     return DrainResult(batch.request_count, len(drops), batch.more)
 
 

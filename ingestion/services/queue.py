@@ -87,6 +87,7 @@ class ClaimedBatch:
     last: int = 0
     keys: dict[str, ClaimedKey] = field(default_factory=dict)
     requests: list[ClaimedRequest] = field(default_factory=list)
+    message_count: int = 0
 
     def under_keys(self, digests: Sequence[str]) -> ClaimedUnderKeys:
         return ClaimedUnderKeys(tuple(digests), self.first, self.last)
@@ -115,7 +116,12 @@ def requests_claim(*, limit: int) -> ClaimedBatch:
         messages += count
         if messages >= limit:
             break
-    return ClaimedBatch(len(requests), messages >= limit or stored_rows >= limit, requests=requests)
+    return ClaimedBatch(
+        len(requests),
+        messages >= limit or stored_rows >= limit,
+        requests=requests,
+        message_count=messages,
+    )
 
 
 # The first claim statement of a drain asks for _CLAIM_FIRST_ROWS rows; the next ones ask for as
@@ -179,8 +185,10 @@ def _claim_in_database(limit: int) -> ClaimedBatch:
         if messages > limit and rows > 1:
             # Rows past the limit stay locked, unapplied, until this drain commits.
             cursor.execute(_CLAIM_TRIM, {"limit": limit})
-            cursor.execute("SELECT max(id), sum(request_count) FROM eds_claim")
-            last, requests = cursor.fetchone()
+            cursor.execute(
+                "SELECT max(id), sum(request_count), sum(message_count) FROM eds_claim"
+            )
+            last, requests, messages = cursor.fetchone()
         cursor.execute(
             "SELECT key_digest, max(received_at), bool_or(has_drops) FROM eds_claim "
             "GROUP BY key_digest"
@@ -188,7 +196,7 @@ def _claim_in_database(limit: int) -> ClaimedBatch:
         keys = {
             digest: ClaimedKey(latest, markers) for digest, latest, markers in cursor.fetchall()
         }
-    return ClaimedBatch(requests, more, first, last, keys=keys)
+    return ClaimedBatch(requests, more, first, last, keys=keys, message_count=messages)
 
 
 _CLAIMED_REQUESTS = """

@@ -1,0 +1,48 @@
+"""Marketplace's Prometheus metrics: sync runs by how they ended, and (read at scrape time) each
+connection's state and last successful sync."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import Counter
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from marketplace.models import MarketplaceConnection
+
+SYNC_RUNS = Counter(
+    "eds_marketplace_syncs_total",
+    "Marketplace sync runs closed, by outcome (succeeded, failed, unauthorized, stopped).",
+    ["outcome"],
+)
+
+
+def sync_run_finished(outcome: str) -> None:
+    SYNC_RUNS.labels(outcome).inc()
+
+
+class ConnectionCollector(Collector):
+    """Per connection (labelled by its product), its state as a 1/0 gauge per possible state,
+    and the time of its last successful sync."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        state = GaugeMetricFamily(
+            "eds_marketplace_connection_state",
+            "1 for the connection's current state, 0 for the others.",
+            labels=["product", "state"],
+        )
+        last_success = GaugeMetricFamily(
+            "eds_marketplace_last_success_timestamp_seconds",
+            "Unix time of the connection's last successful sync (absent before the first).",
+            labels=["product"],
+        )
+        rows = MarketplaceConnection.objects.values_list("product_id", "state", "last_success_at")
+        for product_id, current, succeeded_at in rows:
+            product = str(product_id)
+            for choice in MarketplaceConnection.State.values:
+                state.add_metric([product, choice], 1.0 if choice == current else 0.0)
+            if succeeded_at is not None:
+                last_success.add_metric([product], succeeded_at.timestamp())
+        yield state
+        yield last_success

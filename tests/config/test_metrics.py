@@ -1,0 +1,162 @@
+"""GET /metrics: closed without METRICS_TOKEN, refused with a wrong one, and values that move as
+requests, drains and refreshes happen, summed over processes.
+
+Every process of the host shares PROMETHEUS_MULTIPROC_DIR, so another test run on the same
+machine may add to the same counters meanwhile: the assertions on counters compare the change
+across the test with what the test itself caused, as a lower bound where others could add.
+"""
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.parser import text_string_to_metric_families
+
+from config.metrics_files import multiprocess_dir_prepare
+from ingestion.asgi import IngestionFrontDoor
+
+TOKEN = "scrape-me-please"
+ROOT = Path(__file__).resolve().parents[2]
+
+Samples = dict[tuple[str, frozenset], float]
+
+
+@pytest.fixture
+def metrics_on(settings):
+    settings.METRICS_TOKEN = TOKEN
+
+
+def scrape(client) -> Samples:
+    response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(response.content.decode())
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def test_the_endpoint_does_not_exist_without_a_token(client, settings, db):
+    settings.METRICS_TOKEN = ""
+    response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer anything")
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
+
+
+def test_a_missing_or_wrong_token_is_refused_with_the_api_error_body(client, metrics_on, db):
+    missing = client.get("/metrics")
+    assert missing.status_code == 401 and missing.json()["code"] == "not_authenticated"
+    assert missing["WWW-Authenticate"].startswith("Bearer")
+    wrong = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-me-pleasf")
+    assert wrong.status_code == 403 and wrong.json()["code"] == "permission_denied"
+    basic = client.get("/metrics", HTTP_AUTHORIZATION=f"Basic {TOKEN}")
+    assert basic.status_code == 401
+
+
+def test_django_requests_drains_and_drops_move_the_counters(
+    client, metrics_on, acme, post_json, drain
+):
+    before = scrape(client)
+    tracked = post_json("/v2/track", {"userId": "u1", "event": "A"}, auth=acme.basic)
+    assert tracked.status_code == 202
+    batch = {"batch": [{"type": "track", "userId": "u2", "event": "B"}] * 3}
+    assert post_json("/v1/batch", batch, auth=acme.basic).status_code == 200
+    unknown = post_json("/v2/track", {"userId": "u3", "event": "C"}, auth="Basic nobody")
+    assert unknown.status_code == 202
+
+    waiting = scrape(client)
+    assert value(waiting, "eds_ingestion_requests_waiting") == 3
+    assert value(waiting, "eds_ingestion_oldest_waiting_age_seconds") >= 0
+    drain()
+    after = scrape(client)
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    requests = "eds_http_requests_total"
+    assert moved(requests, door="django", endpoint="ingest-v2-track", status="202") >= 2
+    assert moved(requests, door="django", endpoint="ingest-v1-batch", status="200") >= 1
+    assert moved("eds_ingestion_messages_applied_total") >= 4
+    assert moved("eds_ingestion_messages_dropped_total", reason="unknown_key") >= 1
+    assert moved("eds_ingestion_drain_batch_duration_seconds_count") >= 1
+    assert value(after, "eds_ingestion_requests_waiting") == 0
+    assert value(after, "eds_ingestion_oldest_waiting_age_seconds") == 0
+
+
+def test_the_asgi_door_counts_its_answers(client, metrics_on, db):
+    async def no_fallback(scope, receive, send):
+        raise AssertionError("an ingestion POST must stay at the ASGI door")
+
+    sent: list[dict] = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v2/track",
+        "raw_path": b"/v2/track",
+        "query_string": b"",
+        "scheme": "http",
+        "headers": [
+            (b"host", b"testserver"),
+            (b"content-type", b"application/json"),
+            (b"content-length", b"2"),
+        ],
+    }
+    before = scrape(client)
+    door = IngestionFrontDoor(no_fallback)
+    asyncio.run(door(scope, receive, send))  # refused before anything is stored
+    after = scrape(client)
+
+    status = sent[0]["status"]
+    assert 400 <= status < 500
+    labels = {"door": "asgi", "endpoint": "ingest-v2-track", "status": str(status)}
+    moved = value(after, "eds_http_requests_total", **labels) - value(
+        before, "eds_http_requests_total", **labels
+    )
+    assert moved >= 1
+
+
+def test_counts_of_several_processes_add_up(tmp_path):
+    """Two processes count into one directory; the collector a scrape uses sums them, also
+    after both exited; start-up tidying removes only the files of processes that are gone."""
+    directory = tmp_path / "metrics"
+    directory.mkdir()
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory), "ENV_FILE": os.devnull}
+    env.pop("METRICS_TOKEN", None)
+    script = (
+        "import django; django.setup();"
+        "from config.metrics import http_request_count;"
+        "[http_request_count('django', 'healthz', 200) for _ in range(5)]"
+    )
+    for _ in range(2):
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+            cwd=ROOT,
+            check=True,
+        )
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(directory))
+    labels = {"door": "django", "endpoint": "healthz", "status": "200"}
+    assert registry.get_sample_value("eds_http_requests_total", labels) == 10
+
+    (directory / f"counter_{os.getpid()}.db").write_bytes(b"")  # a live process's file
+    multiprocess_dir_prepare(directory)
+    assert [path.name for path in directory.iterdir()] == [f"counter_{os.getpid()}.db"]
