@@ -6,8 +6,7 @@ import time
 from celery import shared_task
 from django.conf import settings
 
-from engagement import event_store, history, metrics, scoring, segments, services
-from engagement.erasure import erasure_run
+from engagement import history, metrics, scoring, services
 from engagement.models import Segment, Workspace
 from engagement.segments import segment_refresh
 
@@ -61,18 +60,6 @@ def segment_members_refresh(segment_id: int) -> int:
 
 
 @shared_task(ignore_result=True)
-def segment_changes_purge() -> int:
-    """Periodic (hourly): forget segment joins and leaves past SEGMENT_CHANGES_RETENTION_DAYS."""
-    return segments.segment_changes_purge()
-
-
-@shared_task(ignore_result=True)
-def event_tallies_compact() -> int:
-    """Periodic (hourly): fold the overview's appended event tallies, one row per day and name."""
-    return event_store.event_tallies_compact()
-
-
-@shared_task(ignore_result=True)
 def event_activity_purge() -> int:
     """Periodic (every minute): forget applied batches older than SCORING_ACTIVITY_KEEP_MINUTES."""
     return services.event_activity_purge()
@@ -103,10 +90,3 @@ def score_history_update(workspace_id: int) -> str:
     if not Workspace.objects.filter(id=workspace_id).exists():
         return "gone"
     return history.score_history_update(workspace_id=workspace_id).mode
-
-
-@shared_task(ignore_result=True)
-def erasure_run_task(erasure_id: int) -> str:
-    """Erase the user or account of a pending erasure request."""
-    done = erasure_run(erasure_id=erasure_id)
-    return "skipped" if done is None else done.status
