@@ -7,6 +7,7 @@ from celery import shared_task
 from django.conf import settings
 
 from engagement import history, metrics, scoring, services
+from engagement.erasure import erasure_run
 from engagement.models import Segment, Workspace
 from engagement.segments import segment_refresh
 
@@ -90,3 +91,10 @@ def score_history_update(workspace_id: int) -> str:
     if not Workspace.objects.filter(id=workspace_id).exists():
         return "gone"
     return history.score_history_update(workspace_id=workspace_id).mode
+
+
+@shared_task(ignore_result=True)
+def erasure_run_task(erasure_id: int) -> str:
+    """Erase the user or account of a pending erasure request."""
+    done = erasure_run(erasure_id=erasure_id)
+    return "skipped" if done is None else done.status

@@ -6,7 +6,10 @@ class IngestionConfig(AppConfig):
     verbose_name = "Ingestion"
 
     def ready(self) -> None:
+        from engagement.erasure_hooks import erasure_hook_register
         from engagement.health import ingestion_provider_register
+        from ingestion.erasure import ingestion_erase
         from ingestion.health import ingestion_health_for
 
         ingestion_provider_register(ingestion_health_for)
+        erasure_hook_register(ingestion_erase)

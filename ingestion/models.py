@@ -87,6 +87,10 @@ class DroppedRequest(models.Model):
         UNSUPPORTED_TYPE = "unsupported_type", "Unsupported message type"
         TIMESTAMP_IN_FUTURE = "timestamp_in_future", "Timestamp too far in the future"
         APPLY_FAILED = "apply_failed", "Failed to apply"
+        # For a tracking id erased with suppression (its keyed hash matched).
+        SUPPRESSED = "suppressed", "Suppressed (erased tracking id)"
+        # Accepted for a user or account erased before a worker applied it.
+        ERASED = "erased", "Erased before it was applied"
 
     product = models.ForeignKey(
         Product, on_delete=models.CASCADE, null=True, blank=True, related_name="+"

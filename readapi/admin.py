@@ -1,24 +1,39 @@
 from django import forms
 from django.contrib import admin, messages
 
-from readapi.models import ApiToken
+from readapi.models import ApiToken, Scope
 from readapi.services import api_token_create, api_token_revoke
 
 
 class ApiTokenAddForm(forms.ModelForm):
+    scopes = forms.MultipleChoiceField(
+        choices=Scope.choices,
+        initial=[Scope.READ],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Every token reads; delete also erases users and accounts.",
+    )
+
     class Meta:
         model = ApiToken
-        fields = ["product", "name"]
+        fields = ["product", "name", "scopes"]
 
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     """Tokens are shown once, when created; only a hash is kept."""
 
-    list_display = ["name", "prefix", "product", "created_at", "last_used_at", "revoked_at"]
+    list_display = [
+        "name",
+        "prefix",
+        "product",
+        "scopes",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     list_filter = ["product", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "prefix"]
-    readonly_fields = ["product", "prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["product", "prefix", "scopes", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
     def get_form(self, request, obj=None, **kwargs):
@@ -31,15 +46,17 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["product", "name"]
-        return ["name", "product", "prefix", "created_at", "last_used_at", "revoked_at"]
+            return ["product", "name", "scopes"]
+        return ["name", "product", "prefix", "scopes", "created_at", "last_used_at", "revoked_at"]
 
     def save_model(self, request, obj, form, change):
         if change:
             super().save_model(request, obj, form, change)
             return
         token, plain = api_token_create(
-            product_id=form.cleaned_data["product"].id, name=form.cleaned_data["name"]
+            product_id=form.cleaned_data["product"].id,
+            name=form.cleaned_data["name"],
+            scopes=form.cleaned_data["scopes"],
         )
         obj.pk = token.pk
         obj.refresh_from_db()

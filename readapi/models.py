@@ -18,6 +18,23 @@ def generate_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
+class Scope(models.TextChoices):
+    """What a token may do: every token reads; `delete` also erases users and accounts."""
+
+    READ = "read", "Read"
+    DELETE = "delete", "Delete (erase users and accounts)"
+
+
+def scopes_parse(text: str) -> list[str]:
+    """`read,delete` as a sorted list of known scopes, `read` always among them; ValueError
+    names an unknown one."""
+    scopes = {part.strip() for part in text.split(",") if part.strip()} | {Scope.READ}
+    unknown = scopes - set(Scope.values)
+    if unknown:
+        raise ValueError(f"Unknown scope(s): {', '.join(sorted(unknown))}.")
+    return sorted(scopes, key=Scope.values.index)
+
+
 class ApiToken(models.Model):
     product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100)
@@ -27,6 +44,8 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # A list of Scope values; tokens issued before scopes existed read only.
+    scopes = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -34,6 +53,9 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+    def allows(self, scope: str) -> bool:
+        return scope == Scope.READ or scope in self.scopes
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"

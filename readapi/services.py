@@ -2,14 +2,21 @@
 
 from django.utils import timezone
 
-from readapi.models import ApiToken, generate_token, hash_token
+from readapi.models import ApiToken, Scope, generate_token, hash_token
 
 
-def api_token_create(*, product_id: int, name: str) -> tuple[ApiToken, str]:
-    """Issue a token; the plain text is returned once and never stored."""
+def api_token_create(
+    *, product_id: int, name: str, scopes: list[str] | None = None
+) -> tuple[ApiToken, str]:
+    """Issue a token (read only unless `scopes` says more); the plain text is returned once and
+    never stored."""
     plain = generate_token()
     token = ApiToken.objects.create(
-        product_id=product_id, name=name, prefix=plain[:10], token_hash=hash_token(plain)
+        product_id=product_id,
+        name=name,
+        prefix=plain[:10],
+        token_hash=hash_token(plain),
+        scopes=sorted(set(scopes or []) | {Scope.READ}, key=Scope.values.index),
     )
     return token, plain
 

@@ -1,0 +1,262 @@
+"""Erasing a user or an account on request, with what it removes counted, and suppression of
+their tracking id for data that arrives later.
+
+A request is recorded first (`erasure_request`, status pending) and the work runs in a Celery
+task (`erasure_run`): the person's rows go in one transaction, with what other apps hold about
+them (engagement.erasure_hooks), and the product's workspaces are marked for a full rescore so
+the next refresh recomputes every score without them.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.db import connection, transaction
+from django.db.models import Max, Min
+from django.utils import timezone
+from django.utils.crypto import salted_hmac
+
+from engagement.erasure_hooks import ErasureTarget, erasure_hooks_run
+from engagement.models import (
+    Account,
+    Erasure,
+    Event,
+    EventRollup,
+    ScoringState,
+    Suppression,
+    User,
+)
+
+logger = logging.getLogger(__name__)
+
+_HASH_SALT = "engagement.erasure.suppression"
+
+
+class ErasureTargetMissing(LookupError):
+    """The user or account is not the product's (or no longer exists)."""
+
+
+def tracking_id_hash(*, product_id: int, kind: str, tracking_id: str) -> str:
+    """The keyed hash a suppression keeps: HMAC-SHA256 under a key derived from SECRET_KEY, so
+    the stored value cannot be checked against guessed tracking ids without that key."""
+    return salted_hmac(
+        _HASH_SALT, f"{product_id}:{kind}:{tracking_id}", algorithm="sha256"
+    ).hexdigest()
+
+
+def suppressed_hashes(*, product_id: int) -> dict[str, frozenset[str]]:
+    """The product's suppressed hashes by kind: one indexed query (what the worker asks once
+    per product and batch)."""
+    found: dict[str, set[str]] = {}
+    rows = Suppression.objects.filter(product_id=product_id).values_list("kind", "tracking_hash")
+    for kind, tracking_hash in rows:
+        found.setdefault(kind, set()).add(tracking_hash)
+    return {kind: frozenset(hashes) for kind, hashes in found.items()}
+
+
+def suppression_lift(*, suppression_id: int) -> bool:
+    """Data for that tracking id is applied again from now on; False if it was already lifted."""
+    deleted, _ = Suppression.objects.filter(id=suppression_id).delete()
+    return bool(deleted)
+
+
+def _target_model(kind: str) -> type[User] | type[Account]:
+    return User if kind == Erasure.Kind.USER else Account
+
+
+def erasure_request(
+    *,
+    product_id: int,
+    kind: str,
+    target_id: int,
+    suppress: bool,
+    via: str,
+    token_id: int | None = None,
+    admin_user_id: int | None = None,
+) -> Erasure:
+    """Record an erasure of the product's user or account (ErasureTargetMissing if it has
+    none with that id), suppress its tracking id at once if asked, and queue the work."""
+    from engagement.tasks import erasure_run_task  # the tasks module imports this one
+
+    with transaction.atomic():
+        target = _target_model(kind).objects.filter(product_id=product_id, id=target_id).first()
+        if target is None:
+            raise ErasureTargetMissing(f"{kind} {target_id}")
+        erasure = Erasure.objects.create(
+            product_id=product_id,
+            kind=kind,
+            target_id=target_id,
+            suppress=suppress,
+            via=via,
+            requested_by_token_id=token_id,
+            requested_by_admin_id=admin_user_id,
+        )
+        if suppress:
+            # From now on, not from the erasure's end: what arrives in between is dropped too.
+            Suppression.objects.get_or_create(
+                product_id=product_id,
+                kind=kind,
+                tracking_hash=tracking_id_hash(
+                    product_id=product_id, kind=kind, tracking_id=target.tracking_id
+                ),
+                defaults={"erasure": erasure},
+            )
+        transaction.on_commit(lambda: erasure_run_task.delay(erasure.id))
+    return erasure
+
+
+def erasure_get_for_product(*, product_id: int, erasure_id: int) -> Erasure | None:
+    return Erasure.objects.filter(product_id=product_id, id=erasure_id).first()
+
+
+def erasure_run(*, erasure_id: int) -> Erasure | None:
+    """Carry out a pending erasure; None if there is none with that id waiting (run already)."""
+    with transaction.atomic():
+        erasure = (
+            Erasure.objects.select_for_update(skip_locked=True)
+            .filter(id=erasure_id, status=Erasure.Status.PENDING)
+            .first()
+        )
+        if erasure is None:
+            return None
+        erasure.status = Erasure.Status.RUNNING
+        erasure.started_at = timezone.now()
+        erasure.save(update_fields=["status", "started_at"])
+    try:
+        with transaction.atomic():
+            counts = _erase(erasure)
+    except Exception as error:
+        Erasure.objects.filter(id=erasure.id).update(
+            status=Erasure.Status.FAILED, error=type(error).__name__[:200]
+        )
+        raise
+    erasure.counts = counts
+    erasure.status = Erasure.Status.COMPLETED
+    erasure.completed_at = timezone.now()
+    erasure.save(update_fields=["counts", "status", "completed_at"])
+    logger.info("erasure %s of a %s completed: %s", erasure.id, erasure.kind, counts)
+    return erasure
+
+
+def _erase(erasure: Erasure) -> dict[str, int]:
+    target = (
+        _target_model(erasure.kind)
+        .objects.select_for_update()
+        .filter(product_id=erasure.product_id, id=erasure.target_id)
+        .first()
+    )
+    if target is None:  # erased by an earlier request meanwhile: nothing of it is left
+        return {}
+    who = ErasureTarget(
+        product_id=erasure.product_id,
+        kind=erasure.kind,
+        tracking_id=target.tracking_id,
+        email=getattr(target, "email", ""),
+    )
+    if erasure.kind == Erasure.Kind.USER:
+        counts = _user_erase(target)
+    else:
+        counts = _account_erase(target)
+    counts.update(erasure_hooks_run(who))
+    # A changed digest makes the next refresh rescore in full: every score, percentile and
+    # account total is then computed without the erased rows.
+    ScoringState.objects.filter(workspace__product_id=erasure.product_id).update(config_digest="")
+    return counts
+
+
+def _execute(sql: str, params: list) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return max(cursor.rowcount, 0)
+
+
+def _dt(value: datetime) -> object:
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+def _days_bounds(first: date, last: date) -> tuple[object, object]:
+    """The instants from the first day's start to the end of the last (UTC), as parameters: a
+    range over the raw events' partition key, so only those days' partitions are read."""
+    start = datetime.combine(first, time.min, tzinfo=UTC)
+    return _dt(start), _dt(datetime.combine(last, time.min, tzinfo=UTC) + timedelta(1))
+
+
+# What the receipt calls the rows of each model that refers to a user or an account; any other
+# such model (added later) is counted under its own name.
+_COUNT_NAMES = {
+    "membership": "memberships",
+    "userscore": "scores",
+    "accountscore": "scores",
+    "userscoreday": "score_days",
+    "accountscoreday": "score_days",
+    "segmentmember": "segment_memberships",
+    "segmentmembershipchange": "segment_changes",
+}
+
+
+def _dependents_erase(target: User | Account, handled: tuple[type, ...]) -> dict[str, int]:
+    """Delete every row of every other model that refers to the target, model by model."""
+    counts: dict[str, int] = {}
+    # Hidden relations too (related_name="+"): score history and segment changes are such.
+    for relation in type(target)._meta.get_fields(include_hidden=True):
+        if not relation.auto_created or relation.concrete or not relation.is_relation:
+            continue
+        model = relation.related_model
+        if model in handled:
+            continue
+        deleted = model._base_manager.filter(**{relation.field.attname: target.id}).delete()[0]
+        name = _COUNT_NAMES.get(model._meta.model_name, model._meta.model_name)
+        counts[name] = counts.get(name, 0) + deleted
+    return counts
+
+
+def _user_erase(user: User) -> dict[str, int]:
+    rollups = EventRollup.objects.filter(product_id=user.product_id, user_id=user.id)
+    days = rollups.aggregate(first=Min("day"), last=Max("day"))
+    counts = {"users": 0, "events": 0}
+    if days["first"] is not None:
+        # Raw events have no index but their key: the rollups say which days hold this user's.
+        start, end = _days_bounds(days["first"], days["last"])
+        counts["events"] = _execute(
+            "DELETE FROM engagement_event WHERE product_id = %s AND user_id = %s "
+            "AND timestamp >= %s AND timestamp < %s",
+            [user.product_id, user.id, start, end],
+        )
+    counts["rollups"] = rollups.delete()[0]
+    counts.update(_dependents_erase(user, handled=(Event, EventRollup)))
+    # Its dependents are gone: a plain delete, without the ORM looking for raw events again.
+    counts["users"] = _execute("DELETE FROM engagement_user WHERE id = %s", [user.id])
+    return counts
+
+
+# A user's rollups with the erased account become rollups without an account, added to any
+# such row of theirs for the same event and day (the user's own score keeps their events).
+_ROLLUPS_UNLINK = """
+    INSERT INTO engagement_eventrollup
+        (product_id, user_id, account_id, account_key, event_name, day, count, last_at, updated_at)
+    SELECT product_id, user_id, NULL, 0, event_name, day, count, last_at, %s
+    FROM engagement_eventrollup WHERE product_id = %s AND account_id = %s
+    ON CONFLICT (product_id, user_id, event_name, day, account_key) DO UPDATE SET
+        count = engagement_eventrollup.count + excluded.count,
+        last_at = CASE WHEN excluded.last_at > engagement_eventrollup.last_at
+                       THEN excluded.last_at ELSE engagement_eventrollup.last_at END,
+        updated_at = excluded.updated_at"""
+
+
+def _account_erase(account: Account) -> dict[str, int]:
+    rollups = EventRollup.objects.filter(product_id=account.product_id, account_id=account.id)
+    days = rollups.aggregate(first=Min("day"), last=Max("day"))
+    counts = {"accounts": 0, "events_unlinked": 0}
+    if days["first"] is not None:
+        start, end = _days_bounds(days["first"], days["last"])
+        counts["events_unlinked"] = _execute(
+            "UPDATE engagement_event SET account_id = NULL WHERE product_id = %s "
+            "AND account_id = %s AND timestamp >= %s AND timestamp < %s",
+            [account.product_id, account.id, start, end],
+        )
+        _execute(_ROLLUPS_UNLINK, [_dt(timezone.now()), account.product_id, account.id])
+    counts["rollups_unlinked"] = rollups.delete()[0]
+    counts.update(_dependents_erase(account, handled=(Event, EventRollup)))
+    counts["accounts"] = _execute("DELETE FROM engagement_account WHERE id = %s", [account.id])
+    return counts
