@@ -26,6 +26,7 @@ from ingestion.services.queue import (
     stored_messages,
 )
 from ingestion.services.staging import messages_stage
+from ingestion.services.suppression import messages_unsuppressed
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def requests_apply(
                     staged_tracks=staged_tracks,
                 )
             else:
-                _apply_loaded(product_id, (m for r in requests for m in r.messages))
+                _apply_loaded(product_id, messages_unsuppressed(product_id, requests))
         return []
     except OperationalError:
         raise  # the database itself is in trouble: leave the rows for the next drain
@@ -144,7 +145,9 @@ def _items_apply(
         search.budget.left -= 1
         try:
             with transaction.atomic():
-                _apply_loaded(search.product_id, [message for _, message in items])
+                messages = [message for _, message in items]
+                kept = messages_unsuppressed(search.product_id, [search.request], messages)
+                _apply_loaded(search.product_id, kept)
             return []
         except OperationalError:
             raise  # the database itself is in trouble: leave the rows for the next drain

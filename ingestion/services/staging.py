@@ -14,6 +14,7 @@ from engagement.track_staging import StagedTracks, staged_tracks_start
 from ingestion import acceptance
 from ingestion.services.dedup import staged_messages_claim
 from ingestion.services.queue import ClaimedRequest, ClaimedUnderKeys
+from ingestion.services.suppression import staged_suppressed_unstage
 
 # The claimed rows' messages, expanded from their stored JSON, less drop markers: a track as its
 # fields, any other message whole, each with its place in the rows (the order they were accepted
@@ -84,6 +85,7 @@ def messages_stage(
         )
         cursor.execute("TRUNCATE eds_stage_message")
         cursor.execute(_STAGE_MESSAGES.format(source=source, selection=selection), params)
+    staged_suppressed_unstage(product_id)
     staged_messages_claim(product_id=product_id)
     with connection.cursor() as cursor:
         cursor.execute("SELECT body::text FROM eds_stage_message WHERE type <> 'track'")
