@@ -4,8 +4,6 @@ The views derive from ReadApiView, so authentication, throttling and tenant scop
 reads': the account (or user) and the workspace must both be the token's product's, else 404.
 """
 
-import math
-
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -18,7 +16,7 @@ from engagement.history import (
     account_score_history,
     user_score_history,
 )
-from readapi.serializers import IdField
+from readapi.serializers import IdField, whole_number
 from readapi.views import ERRORS, ReadApiView
 
 
@@ -38,18 +36,17 @@ class ScorePointSerializer(serializers.Serializer):
     engagement_score = serializers.IntegerField(
         help_text="0-100: the score as it stood at the end of that day (today: now)."
     )
-    raw_score = serializers.FloatField(
-        help_text="Sum of event weights in the lookback window ending that day."
+    raw_score = serializers.IntegerField(
+        allow_null=True,
+        help_text="Sum of event weights in the lookback window ending that day, a whole number "
+        "as in the account and user records.",
     )
 
     def to_representation(self, point: ScorePoint) -> dict:
-        raw = point.raw_score
-        # Weights and counts are whole, so a raw score is too: served as the record serves it.
-        whole = math.isfinite(raw) and raw == math.floor(raw)
         return {
             "date": point.date.isoformat(),
             "engagement_score": point.engagement_score,
-            "raw_score": int(raw) if whole else raw,
+            "raw_score": whole_number(point.raw_score),
         }
 
 

@@ -69,6 +69,7 @@ def test_an_accounts_history_is_daily_oldest_first_and_ends_with_its_score(
     record = read(acme, f"/v2/accounts/{ids['account']}", workspace_id=ids["workspace"]).json()
     assert points[-1]["engagement_score"] == record["engagement_score"]
     assert points[-1]["raw_score"] == record["raw_score"]
+    assert all(type(p["raw_score"]) is int for p in points)  # whole, as in the records
 
 
 def test_a_users_history_shows_a_user_gone_quiet_decaying(read, acme, acme_history):
