@@ -4,7 +4,7 @@ that counts Django's requests.
 Every process (web workers, celery workers) writes its counters and histograms to files in
 PROMETHEUS_MULTIPROC_DIR (settings.py points it under DATA_DIR by default); a scrape sums them
 with prometheus_client's MultiProcessCollector and adds the gauges each app reads from the
-database at that moment (backlog, scores' age, marketplace connections).
+database at that moment (backlog, scores' age, erasures, marketplace connections).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class RequestMetricsMiddleware:
 
 def scrape_registry() -> CollectorRegistry:
     """A registry for one scrape: every process's counters, then the gauges read now."""
-    from engagement.metrics import ScoresAgeCollector
+    from engagement.metrics import ErasuresCollector, ScoresAgeCollector
     from ingestion.metrics import BacklogCollector
     from marketplace.metrics import ConnectionCollector
 
@@ -64,6 +64,7 @@ def scrape_registry() -> CollectorRegistry:
     MultiProcessCollector(registry)
     registry.register(BacklogCollector())
     registry.register(ScoresAgeCollector())
+    registry.register(ErasuresCollector())
     registry.register(ConnectionCollector())
     return registry
 

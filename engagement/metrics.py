@@ -1,16 +1,17 @@
-"""Engagement's Prometheus metrics: how long score refreshes take, and (read from ScoringState
-at scrape time) how far behind each workspace's scores are."""
+"""Engagement's Prometheus metrics: how long score refreshes take, and, read at scrape time, how
+far behind each workspace's scores are and where erasure requests stand."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from django.db.models import Count, Min
 from django.utils import timezone
 from prometheus_client import Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from engagement.models import ScoringState
+from engagement.models import Erasure, ScoringState
 
 SCORE_REFRESH_SECONDS = Histogram(
     "eds_score_refresh_duration_seconds",
@@ -38,3 +39,31 @@ class ScoresAgeCollector(Collector):
         for workspace_id, scored_through in rows:
             family.add_metric([str(workspace_id)], max((now - scored_through).total_seconds(), 0))
         yield family
+
+
+class ErasuresCollector(Collector):
+    """Erasure requests by status (every status listed, 0 included), and how long the oldest
+    unfinished one has waited: one grouped count over the status index."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        by_status = GaugeMetricFamily(
+            "eds_erasures",
+            "Erasure requests (users and accounts to delete) by status.",
+            labels=["status"],
+        )
+        counts = dict(
+            Erasure.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n")
+        )
+        for status in Erasure.Status.values:
+            by_status.add_metric([status], counts.get(status, 0))
+        yield by_status
+        unfinished = (Erasure.Status.PENDING, Erasure.Status.RUNNING)
+        oldest = Erasure.objects.filter(status__in=unfinished).aggregate(at=Min("requested_at"))
+        age = 0.0
+        if oldest["at"] is not None:
+            age = max((timezone.now() - oldest["at"]).total_seconds(), 0.0)
+        yield GaugeMetricFamily(
+            "eds_erasure_oldest_unfinished_age_seconds",
+            "Age of the oldest erasure request still pending or running (0 when none).",
+            value=age,
+        )
