@@ -11,9 +11,11 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce, Concat, NullIf, Trim
 from django.template.loader import render_to_string
 
+from engagement.erasure_admin import ErasureActionMixin
 from engagement.models import (
     Account,
     AccountScore,
+    Erasure,
     EventName,
     EventWeight,
     Membership,
@@ -339,7 +341,9 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(User)
-class UserAdmin(ScoredListMixin, admin.ModelAdmin):
+class UserAdmin(ErasureActionMixin, ScoredListMixin, admin.ModelAdmin):
+    erasure_kind = Erasure.Kind.USER
+    actions = ["erase"]
     score_model = UserScore
     score_subject = "user"
     searched_traits = ["name", "firstName", "lastName"]
@@ -390,7 +394,9 @@ class UserAdmin(ScoredListMixin, admin.ModelAdmin):
 
 
 @admin.register(Account)
-class AccountAdmin(ScoredListMixin, admin.ModelAdmin):
+class AccountAdmin(ErasureActionMixin, ScoredListMixin, admin.ModelAdmin):
+    erasure_kind = Erasure.Kind.ACCOUNT
+    actions = ["erase"]
     score_model = AccountScore
     score_subject = "account"
     searched_traits = ["name", "domain", "website", "email"]

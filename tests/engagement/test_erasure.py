@@ -8,6 +8,7 @@ import subprocess
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 
 from engagement.erasure import ErasureTargetMissing, erasure_request, erasure_run
@@ -188,3 +189,32 @@ def test_an_erasure_of_another_products_user_is_refused(acme, globex):
     with pytest.raises(ErasureTargetMissing):
         erase(acme, stranger)
     assert User.objects.filter(id=stranger.id).exists()
+
+
+def test_the_admin_action_asks_then_erases(acme, admin_client, django_capture_on_commit_callbacks):
+    apply(acme, identify("u9", {"email": "u9@x.test"}))
+    user = User.objects.get(tracking_id="u9")
+    url = "/admin/engagement/user/"
+    asked = admin_client.post(url, {"action": "erase", "_selected_action": [user.id]})
+    assert asked.status_code == 200 and b"Yes, erase" in asked.content
+    assert not Erasure.objects.exists()
+    with django_capture_on_commit_callbacks() as queued:
+        admin_client.post(
+            url,
+            {
+                "action": "erase",
+                "_selected_action": [user.id],
+                "confirmed": "yes",
+                "suppress": "on",
+            },
+        )
+    erasure = Erasure.objects.get()
+    assert len(queued) == 1 and erasure.via == "admin" and erasure.suppress
+    assert erasure_run(erasure_id=erasure.id).status == Erasure.Status.COMPLETED
+
+
+def test_the_erase_command_erases_by_tracking_id(acme, capsys):
+    apply(acme, identify("u8", {"email": "u8@x.test"}))
+    call_command("erase", "--product", str(acme.product.id), "--user", "u8")
+    assert '"status": "completed"' in capsys.readouterr().out
+    assert not User.objects.filter(tracking_id="u8").exists()
