@@ -6,8 +6,9 @@ class MarketplaceConfig(AppConfig):
     verbose_name = "Marketplace"
 
     def ready(self) -> None:
+        # signals connects the receivers; tasks registers the tasks that services start by name.
         from engagement.health import connection_provider_register
-        from marketplace import signals  # noqa: F401  (connects the receivers)
+        from marketplace import signals, tasks  # noqa: F401
         from marketplace.health import connection_health_for
 
         connection_provider_register(connection_health_for)

@@ -184,12 +184,17 @@ class MarketplaceClient:
         return f"{self.base_url}/marketplace/rest/3/{path.lstrip('/')}"
 
     def licenses_url(
-        self, *, developer_id: str, product_id: str, last_updated: str | None = None
+        self,
+        *,
+        developer_id: str,
+        product_id: str,
+        last_updated: str | None = None,
+        limit: int = PAGE_SIZE,
     ) -> str:
         query = {
             "productId": product_id,
             "withDataInsights": "true",
-            "limit": PAGE_SIZE,
+            "limit": limit,
             "offset": 0,
         }
         if last_updated:

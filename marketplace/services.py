@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from datetime import timedelta
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
@@ -199,9 +200,7 @@ def connection_test(*, connection_id: int) -> str:
         raise MarketplaceError(
             f"The app {connection.marketplace_product_id} is no longer in the vendor's listing."
         )
-    url = client.licenses_url(developer_id=developer_id, product_id=app.product_id).replace(
-        "limit=50", "limit=1"
-    )
+    url = client.licenses_url(developer_id=developer_id, product_id=app.product_id, limit=1)
     page = client.licenses_page(url)
     total = f"{page.total} licenses" if page.total is not None else "licenses reachable"
     return f"Connection works: {app.app_name or app.app_key} ({app.product_id}), {total}."
@@ -255,10 +254,13 @@ class SyncRequest:
     message: str
 
 
-def _enqueue(run_id: int, countdown: float = 0) -> None:
-    from marketplace.tasks import sync_run_execute  # tasks import this module
+SYNC_RUN_TASK = "marketplace.tasks.sync_run_execute"
 
-    transaction.on_commit(lambda: sync_run_execute.apply_async(args=[run_id], countdown=countdown))
+
+def _enqueue(run_id: int, countdown: float = 0) -> None:
+    # By name from Celery's registry: marketplace.tasks imports this module, not the reverse.
+    task = current_app.tasks[SYNC_RUN_TASK]
+    transaction.on_commit(lambda: task.apply_async(args=[run_id], countdown=countdown))
 
 
 def run_dead_reason(run: SyncRun, connection: MarketplaceConnection, now) -> str | None:

@@ -38,7 +38,7 @@ def test_no_marketplace_admin_page_contains_the_token(acme, root, client, mocked
     run = SyncRun.objects.get(connection=connection)
     client.force_login(root)
     urls = [reverse("admin:index"), reverse("admin:app_list", args=["marketplace"])]
-    for model in ("marketplaceconnection", "syncrun", "marketplacemanager"):
+    for model in ("marketplaceconnection", "syncrun"):
         urls.append(reverse(f"admin:marketplace_{model}_changelist"))
     urls += [
         reverse("admin:marketplace_marketplaceconnection_add"),
