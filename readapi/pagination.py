@@ -19,10 +19,6 @@ class Window:
     offset: int
 
 
-def window_from(params: dict) -> Window:
-    return Window(limit=params["limit"], offset=params["offset"])
-
-
 def _page_url(url: str, limit: int, offset: int) -> str:
     url = replace_query_param(url, "limit", limit)
     if offset == 0:

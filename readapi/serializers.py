@@ -16,6 +16,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from engagement.models import Account, User
+from readapi.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from engagement.selectors import (
     USER_MATCH_TYPES,
     read_account_filter,
