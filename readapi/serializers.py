@@ -16,7 +16,6 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from engagement.models import Account, User
-from readapi.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from engagement.selectors import (
     USER_MATCH_TYPES,
     read_account_filter,
@@ -25,6 +24,7 @@ from engagement.selectors import (
     score_computed_at,
     tenure_days,
 )
+from readapi.pagination import DEFAULT_LIMIT, MAX_LIMIT
 
 
 def _link(context: dict, path: str) -> str:
@@ -454,7 +454,10 @@ class IdField(serializers.IntegerField):
 
 class WindowQuery(serializers.Serializer):
     limit = serializers.IntegerField(
-        min_value=1, max_value=100, default=20, help_text="Page size, 1-100 (default 20)."
+        min_value=1,
+        max_value=MAX_LIMIT,
+        default=DEFAULT_LIMIT,
+        help_text=f"Page size, 1-{MAX_LIMIT} (default {DEFAULT_LIMIT}).",
     )
     offset = serializers.IntegerField(
         min_value=0, max_value=2**31 - 1, default=0, help_text="Records to skip (default 0)."
