@@ -50,10 +50,6 @@ class ApiToken(models.Model):
     class Meta:
         ordering = ["-created_at"]
 
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
-
     def allows(self, scope: str) -> bool:
         return scope == Scope.READ or scope in self.scopes
 
