@@ -238,6 +238,15 @@ CELERY_BEAT_SCHEDULE = {
         "task": "engagement.tasks.scores_refresh_due",
         "schedule": float(env_int("SCORING_REFRESH_SECONDS", 10, minimum=1)),
     },
+    # The overview's events per day: each stored batch appends tallies, folded here.
+    "events-tallies-compact": {
+        "task": "engagement.tasks.event_tallies_compact",
+        "schedule": 3600.0,
+    },
+    "segments-purge-changes": {
+        "task": "engagement.tasks.segment_changes_purge",
+        "schedule": 3600.0,
+    },
     "scores-purge-event-activity": {
         "task": "engagement.tasks.event_activity_purge",
         "schedule": 60.0,
@@ -293,6 +302,8 @@ SCORING_WORK_MEM_MB = env_int("SCORING_WORK_MEM_MB", 256, minimum=4)
 # Raw events older than this are deleted (whole daily partitions on PostgreSQL); the daily
 # rollups that scores read are kept.
 EVENTS_RETENTION_DAYS = env_int("EVENTS_RETENTION_DAYS", 90, minimum=1)
+# Segment joins and leaves (the segment page's chart) older than this many days are deleted.
+SEGMENT_CHANGES_RETENTION_DAYS = env_int("SEGMENT_CHANGES_RETENTION_DAYS", 400, minimum=1)
 
 # --- Marketplace ----------------------------------------------------------------------------
 MARKETPLACE_API_URL = env_str("MARKETPLACE_API_URL", "https://api.atlassian.com").rstrip("/")

@@ -28,6 +28,7 @@ from engagement.models import Account, Segment, User, Workspace
 HISTORY_SPANS = (30, 90, 365)
 HEALTH_HOURS = 6
 SEGMENT_MEMBERS_PER_PAGE = 50
+SEGMENT_CHANGE_DAYS = 30
 
 
 class SignedInView(LoginRequiredMixin, View):
@@ -118,6 +119,9 @@ class Chart:
     y_title: str
     x_title: str = "Day"
     y_max: int | None = None
+    # Further series over the same x, each (title, values): drawn side by side with a legend.
+    more: tuple[tuple[str, list], ...] = ()
+    axis_title: str = ""  # the y axis's, when it is not the one series' title
 
     @property
     def data_id(self) -> str:
@@ -125,11 +129,26 @@ class Chart:
 
     @property
     def data(self) -> dict:
-        return {"x": self.x, "y": self.y}
+        return {
+            "x": self.x,
+            "series": [{"name": name, "y": y} for name, y in self.series],
+        }
+
+    @property
+    def series(self) -> list[tuple[str, list]]:
+        return [(self.y_title, self.y), *self.more]
+
+    @property
+    def y_axis_title(self) -> str:
+        return self.axis_title or self.y_title
+
+    @property
+    def y_titles(self) -> list[str]:
+        return [name for name, _ in self.series]
 
     @property
     def rows(self) -> list[tuple]:
-        return list(zip(self.x, self.y, strict=True))
+        return list(zip(self.x, *(y for _, y in self.series), strict=True))
 
 
 def _score_chart(points, days: int) -> Chart:
@@ -401,7 +420,7 @@ class SegmentView(WorkspaceView):
             offset=(page - 1) * SEGMENT_MEMBERS_PER_PAGE,
             limit=SEGMENT_MEMBERS_PER_PAGE,
         )
-        joins = overview.segment_joins(segment=segment, days=30)
+        changes = overview.segment_changes(segment=segment, days=SEGMENT_CHANGE_DAYS)
         pages = max(1, -(-members.total // SEGMENT_MEMBERS_PER_PAGE))
         return self.render(
             {
@@ -409,8 +428,15 @@ class SegmentView(WorkspaceView):
                 "members": members,
                 "page": page,
                 "pages": pages,
-                "joins_chart": _day_chart(
-                    "joins-chart", "Members by the day they joined, last 30 days", joins, "Joined"
+                "changes_chart": Chart(
+                    id="changes-chart",
+                    title=f"Joins and leaves per day, last {SEGMENT_CHANGE_DAYS} days",
+                    kind="bar",
+                    x=[c.day.isoformat() for c in changes],
+                    y=[c.joined for c in changes],
+                    y_title="Joined",
+                    more=(("Left", [c.left for c in changes]),),
+                    axis_title=segment.get_target_display(),
                 ),
                 "conditions": selectors.read_conditions(segment),
             }

@@ -18,7 +18,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from engagement import bulk
-from engagement.models import Event, EventActivity, EventName, EventRollup, User
+from engagement.models import (
+    Event,
+    EventActivity,
+    EventDayTally,
+    EventName,
+    EventRollup,
+    User,
+)
 from engagement.track_staging import StagedTracks
 
 # (user id, account id or None, event name, Unix milliseconds)
@@ -99,6 +106,10 @@ _PG_STATEMENTS = [
             count = engagement_eventrollup.count + excluded.count,
             updated_at = excluded.updated_at,
             last_at = GREATEST(engagement_eventrollup.last_at, excluded.last_at)""",
+    # The product's events per day and name for the overview, appended (see EventDayTally).
+    f"""INSERT INTO engagement_eventdaytally (product_id, day, event_name, count)
+        SELECT %(product)s, ({_TS} AT TIME ZONE 'UTC')::date AS day, name, count(*)
+        FROM {_STAGE} GROUP BY day, name""",
     # What scoring rescores next: the batch's users and accounts, one row for the batch.
     f"""INSERT INTO engagement_eventactivity (product_id, applied_at, user_ids, account_ids)
         SELECT %(product)s, %(now)s, jsonb_agg(DISTINCT user_id),
@@ -225,6 +236,14 @@ def _store_portable(product_id: int, events: Sequence[NewEvent]) -> None:
             last_at = CASE WHEN excluded.last_at > engagement_eventrollup.last_at
                            THEN excluded.last_at ELSE engagement_eventrollup.last_at END""",
     )
+    tallies: dict[tuple[date, str], int] = {}
+    for (_, _, name, day), (count, _) in totals.items():
+        tallies[(day, name)] = tallies.get((day, name), 0) + count
+    bulk.insert(
+        EventDayTally,
+        ("product", "day", "event_name", "count"),
+        [(product_id, day, name, count) for (day, name), count in sorted(tallies.items())],
+    )
     bulk.insert(
         EventActivity,
         ("product", "applied_at", "user_ids", "account_ids"),
@@ -252,6 +271,53 @@ def _store_portable(product_id: int, events: Sequence[NewEvent]) -> None:
             ("product", "name", "first_seen_at"),
             [(product_id, name, now) for name in sorted({name for _, _, name, _ in events})],
         )
+
+
+# --- Daily tallies -----------------------------------------------------------------------------
+
+# One statement: a concurrent compaction waits on the rows this one deletes and then skips them,
+# so no count is folded twice; batches appended meanwhile stay as they are.
+_PG_FOLD_TALLIES = """
+    WITH folded AS (
+        DELETE FROM engagement_eventdaytally t
+        WHERE (t.product_id, t.day, t.event_name) IN (
+            SELECT product_id, day, event_name FROM engagement_eventdaytally
+            GROUP BY product_id, day, event_name HAVING count(*) > 1)
+        RETURNING t.product_id, t.day, t.event_name, t.count),
+    added AS (
+        INSERT INTO engagement_eventdaytally (product_id, day, event_name, count)
+        SELECT product_id, day, event_name, SUM(count) FROM folded
+        GROUP BY product_id, day, event_name
+        RETURNING 1)
+    SELECT (SELECT count(*) FROM folded) - (SELECT count(*) FROM added)"""
+# SQLite has one writer at a time: the rows up to a known id are summed, then deleted.
+_PORTABLE_SPLIT_KEYS = """
+    SELECT product_id, day, event_name FROM engagement_eventdaytally WHERE id <= %s
+    GROUP BY product_id, day, event_name HAVING count(*) > 1"""
+_PORTABLE_FOLD_TALLIES = f"""
+    INSERT INTO engagement_eventdaytally (product_id, day, event_name, count)
+    SELECT product_id, day, event_name, SUM(count) FROM engagement_eventdaytally
+    WHERE id <= %s AND (product_id, day, event_name) IN ({_PORTABLE_SPLIT_KEYS})
+    GROUP BY product_id, day, event_name"""
+_PORTABLE_DROP_FOLDED = f"""
+    DELETE FROM engagement_eventdaytally
+    WHERE id <= %s AND (product_id, day, event_name) IN ({_PORTABLE_SPLIT_KEYS})"""
+
+
+def event_tallies_compact() -> int:
+    """Fold the tally rows of each (product, day, event name) into one; returns the rows
+    removed. The sums read by the overview are unchanged."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(_PG_FOLD_TALLIES)
+            return cursor.fetchone()[0]
+        last = EventDayTally.objects.order_by("-id").values_list("id", flat=True).first()
+        if last is None:
+            return 0
+        cursor.execute(_PORTABLE_FOLD_TALLIES, [last, last])
+        added = cursor.rowcount
+        cursor.execute(_PORTABLE_DROP_FOLDED, [last, last])
+        return cursor.rowcount - added
 
 
 # --- Partitions and retention ------------------------------------------------------------------

@@ -425,6 +425,51 @@ class SegmentMember(models.Model):
         ]
 
 
+class SegmentMembershipChange(models.Model):
+    """One account or user joining or leaving a segment, as the segment refresh saw it; kept
+    SEGMENT_CHANGES_RETENTION_DAYS. Exactly one of account and user is set."""
+
+    class Change(models.TextChoices):
+        JOINED = "joined", "Joined"
+        LEFT = "left", "Left"
+
+    segment = models.ForeignKey(Segment, on_delete=models.CASCADE, related_name="changes")
+    account = models.ForeignKey(
+        Account, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    user = models.ForeignKey(
+        User, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    change = models.CharField(max_length=8, choices=Change.choices)
+    at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["segment", "at"], name="segment_change_at_idx")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(account__isnull=False, user__isnull=True)
+                | Q(account__isnull=True, user__isnull=False),
+                name="segment_change_one_target",
+            ),
+        ]
+
+
+class EventDayTally(models.Model):
+    """Events of a product on one day under one name: what the overview sums instead of every
+    rollup of the window. Each stored batch appends its own rows (no counter shared between
+    concurrent writers); a periodic compaction folds the rows of a key into one."""
+
+    product = models.ForeignKey(
+        Product, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    day = models.DateField()
+    event_name = models.CharField(max_length=255)
+    count = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["product", "day"], name="event_tally_product_day_idx")]
+
+
 class ProductMembership(models.Model):
     """Who may see a product in the dashboard: a viewer reads, a manager also configures the
     product's connections (the marketplace). Superusers need none: they see every product."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import TypeVar
 
 from django.core.cache import cache
@@ -29,10 +29,12 @@ from django.utils import timezone
 from engagement.models import (
     Account,
     AccountScore,
+    EventDayTally,
     EventRollup,
     Membership,
     Segment,
     SegmentMember,
+    SegmentMembershipChange,
     User,
     UserScore,
     Workspace,
@@ -57,11 +59,8 @@ BANDS = (
 # A change of at least this many points is marked as heating up (or cooling down).
 MARKED_CHANGE = 10
 # Whole-workspace figures (counts over a million score rows) are cached this long, about as
-# often as scores refresh; the events per day and top events, a sum over every rollup of the
-# window (seconds at a million users), for longer. A change of the workspace's settings starts
-# afresh.
+# often as scores refresh. A change of the workspace's settings starts afresh.
 OVERVIEW_CACHE_SECONDS = 60
-EVENTS_CACHE_SECONDS = 600
 TOP_EVENTS = 10
 TOP_MOVERS = 5
 # How the account list can be ordered: key -> the annotation it sorts on. Ties by id.
@@ -117,8 +116,7 @@ class WorkspaceOverview:
     movers_up: list[Mover]
     movers_down: list[Mover]
     window_days: int
-    computed_at: datetime  # of the counts, bands and movers
-    events_computed_at: datetime  # of the events per day and top events
+    computed_at: datetime
 
 
 def _movers(workspace: Workspace, ordering: str, condition: Q) -> list[Mover]:
@@ -164,9 +162,11 @@ def _bands(workspace: Workspace, accounts: int) -> list[tuple[str, int]]:
     ]
 
 
-def _events(workspace: Workspace, days: list[date]) -> tuple[list[DayCount], list[tuple], datetime]:
+def _events(workspace: Workspace, days: list[date]) -> tuple[list[DayCount], list[tuple]]:
+    # The product's tallies (a few rows per day and event name), not its rollups (one per user,
+    # event name and day): the same sums.
     rows = (
-        EventRollup.objects.filter(product_id=workspace.product_id, day__gte=days[0])
+        EventDayTally.objects.filter(product_id=workspace.product_id, day__gte=days[0])
         .values("day", "event_name")
         .annotate(events=Sum("count"))
     )
@@ -176,7 +176,7 @@ def _events(workspace: Workspace, days: list[date]) -> tuple[list[DayCount], lis
         per_day[row["day"]] = per_day.get(row["day"], 0) + row["events"]
         per_event[row["event_name"]] = per_event.get(row["event_name"], 0) + row["events"]
     top = sorted(per_event.items(), key=lambda item: (-item[1], item[0]))[:TOP_EVENTS]
-    return [DayCount(day, per_day.get(day, 0)) for day in days], top, timezone.now()
+    return [DayCount(day, per_day.get(day, 0)) for day in days], top
 
 
 def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
@@ -185,13 +185,7 @@ def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
 
     def compute() -> WorkspaceOverview:
         stats = workspace_stats(workspace=workspace)
-        days = _days(workspace.lookback_days)
-        events_per_day, top_events, events_at = _cached(
-            f"events:{days[-1].isoformat()}",
-            workspace,
-            EVENTS_CACHE_SECONDS,
-            lambda: _events(workspace, days),
-        )
+        events_per_day, top_events = _events(workspace, _days(workspace.lookback_days))
         return WorkspaceOverview(
             accounts=stats.accounts,
             users=stats.users,
@@ -208,10 +202,9 @@ def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
             movers_down=_movers(workspace, "score_change", Q(score_change__lt=0)),
             window_days=workspace.lookback_days,
             computed_at=timezone.now(),
-            events_computed_at=events_at,
         )
 
-    return _cached("overview", workspace, OVERVIEW_CACHE_SECONDS, compute)
+    return _cached("workspace-overview", workspace, OVERVIEW_CACHE_SECONDS, compute)
 
 
 # --- Account list -----------------------------------------------------------------------------
@@ -516,16 +509,28 @@ def split_traits(traits: dict) -> tuple[list[tuple[str, object]], list[tuple[str
     return own, license_
 
 
-def segment_joins(*, segment: Segment, days: int) -> list[DayCount]:
-    """Current members by the day they joined, over the last `days` days."""
+@dataclass(frozen=True, slots=True)
+class DayChanges:
+    day: date
+    joined: int
+    left: int
+
+
+def segment_changes(*, segment: Segment, days: int) -> list[DayChanges]:
+    """Joins and leaves of the segment per day (UTC) over the last `days` days, oldest first."""
     span = _days(days)
+    since = datetime(span[0].year, span[0].month, span[0].day, tzinfo=UTC)
     rows = (
-        SegmentMember.objects.filter(segment_id=segment.id, joined_at__date__gte=span[0])
-        .annotate(day=TruncDate("joined_at"))
-        .values("day")
-        .annotate(events=Count("id"))
+        SegmentMembershipChange.objects.filter(segment_id=segment.id, at__gte=since)
+        .annotate(day=TruncDate("at"))
+        .values("day", "change")
+        .annotate(count=Count("id"))
     )
-    return _per_day(rows, span)
+    counts = {(row["day"], row["change"]): row["count"] for row in rows}
+    joined, left = SegmentMembershipChange.Change.JOINED, SegmentMembershipChange.Change.LEFT
+    return [
+        DayChanges(day, counts.get((day, joined), 0), counts.get((day, left), 0)) for day in span
+    ]
 
 
 def segments_for_workspace(*, workspace: Workspace) -> list[Segment]:

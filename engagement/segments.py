@@ -4,7 +4,8 @@ A condition is {"field": "trait:<key>" | "metric:<name>", "operator": ..., "valu
 are taken whole, dots included (`trait:am.status` reads the trait named "am.status"). Membership is
 computed in SQL against the precomputed score tables and kept as SegmentMember rows: new members
 get joined_at = the refresh time, members that stop matching are removed, the rest keep their
-joined_at.
+joined_at. Every join and leave is also logged as a SegmentMembershipChange, by the same
+statements, and the log is purged after SEGMENT_CHANGES_RETENTION_DAYS.
 """
 
 from __future__ import annotations
@@ -13,15 +14,21 @@ import logging
 from datetime import datetime, timedelta
 from numbers import Real
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Func, Q, QuerySet, TextField
 from django.db.models.fields.json import KeyTransform
 from django.db.models.lookups import IsNull
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from engagement.models import AccountScore, Segment, SegmentMember, UserScore
+from engagement.models import (
+    AccountScore,
+    Segment,
+    SegmentMembershipChange,
+    UserScore,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -272,8 +279,43 @@ def segment_matching(*, segment: Segment, now: datetime | None = None) -> QueryS
     return queryset
 
 
+# The SQL below is assembled from fixed table and column names; the matching subquery is the
+# ORM's and every value is a parameter. On PostgreSQL each change and its log entry are one
+# statement (a data-modifying WITH), so a concurrent refresh of the same segment cannot log a
+# join or a leave that did not happen. SQLite has one writer at a time: the log entries are
+# written first, then the members, with the same conditions inside one transaction.
+_MEMBERS = "engagement_segmentmember"
+_CHANGES = "engagement_segmentmembershipchange"
+_GONE = """FROM {members} m WHERE m.segment_id = %s
+    AND NOT EXISTS (SELECT 1 FROM ({matching}) q WHERE q.{column} = m.{column})"""
+_NEW = """FROM ({matching}) q WHERE NOT EXISTS (
+    SELECT 1 FROM {members} x WHERE x.segment_id = %s AND x.{column} = q.{column})"""
+_PG_LEAVE = """
+    WITH gone AS (DELETE {gone} RETURNING m.account_id, m.user_id)
+    INSERT INTO {changes} (segment_id, account_id, user_id, change, at)
+    SELECT %s, account_id, user_id, 'left', %s FROM gone"""
+_PG_JOIN = """
+    WITH added AS (
+        INSERT INTO {members} (segment_id, {column}, {other}, joined_at)
+        SELECT %s, q.{column}, NULL, %s {new}
+        ON CONFLICT DO NOTHING RETURNING {column})
+    INSERT INTO {changes} (segment_id, {column}, {other}, change, at)
+    SELECT %s, {column}, NULL, 'joined', %s FROM added"""
+_PORTABLE_LOG_LEAVES = """
+    INSERT INTO {changes} (segment_id, account_id, user_id, change, at)
+    SELECT %s, m.account_id, m.user_id, 'left', %s {gone}"""
+_PORTABLE_LEAVE = "DELETE FROM {members} WHERE id IN (SELECT m.id {gone})"
+_PORTABLE_LOG_JOINS = """
+    INSERT INTO {changes} (segment_id, {column}, {other}, change, at)
+    SELECT %s, q.{column}, NULL, 'joined', %s {new}"""
+_PORTABLE_JOIN = """
+    INSERT INTO {members} (segment_id, {column}, {other}, joined_at)
+    SELECT %s, q.{column}, NULL, %s {new}"""
+
+
 def segment_refresh(*, segment: Segment, now: datetime | None = None) -> tuple[int, int]:
-    """Bring one segment's members up to date; returns (joined, left)."""
+    """Bring one segment's members up to date and log who joined and who left; returns
+    (joined, left)."""
     now = now or timezone.now()
     column = "user_id" if segment.target == Segment.Target.USERS else "account_id"
     try:
@@ -281,28 +323,47 @@ def segment_refresh(*, segment: Segment, now: datetime | None = None) -> tuple[i
     except ValidationError as exc:
         logger.warning("segment %s has invalid conditions, skipped: %s", segment.id, exc)
         return 0, 0
-    left, _ = (
-        SegmentMember.objects.filter(segment=segment)
-        .exclude(**{f"{column}__in": matching})
-        .delete()
-    )
     sql, params = matching.query.sql_with_params()
-    other = "account_id" if column == "user_id" else "user_id"
-    with connection.cursor() as cursor:
-        # Fixed column names; the subquery is the ORM's, its values are parameters.
+    names = {
+        "members": _MEMBERS,
+        "changes": _CHANGES,
+        "column": column,
+        "other": "account_id" if column == "user_id" else "user_id",
+    }
+    gone = _GONE.format(matching=sql, **names)
+    new = _NEW.format(matching=sql, **names)
+    at = connection.ops.adapt_datetimefield_value(now)
+    leave_params = [segment.id, *params]
+    join_params = [*params, segment.id]
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(_PG_LEAVE.format(gone=gone, **names), [*leave_params, segment.id, at])
+            left = cursor.rowcount
+            cursor.execute(
+                _PG_JOIN.format(new=new, **names), [segment.id, at, *join_params, segment.id, at]
+            )
+            return cursor.rowcount, left
         cursor.execute(
-            f"""
-            INSERT INTO engagement_segmentmember (segment_id, {column}, {other}, joined_at)
-            SELECT %s, q.{column}, NULL, %s FROM ({sql}) q
-            WHERE NOT EXISTS (
-                SELECT 1 FROM engagement_segmentmember x
-                WHERE x.segment_id = %s AND x.{column} = q.{column})
-            ON CONFLICT DO NOTHING
-            """,  # noqa: S608
-            [segment.id, connection.ops.adapt_datetimefield_value(now), *params, segment.id],
+            _PORTABLE_LOG_LEAVES.format(gone=gone, **names), [segment.id, at, *leave_params]
         )
-        joined = cursor.rowcount
-    return joined, left
+        cursor.execute(_PORTABLE_LEAVE.format(gone=gone, **names), leave_params)
+        left = cursor.rowcount
+        cursor.execute(_PORTABLE_LOG_JOINS.format(new=new, **names), [segment.id, at, *join_params])
+        cursor.execute(_PORTABLE_JOIN.format(new=new, **names), [segment.id, at, *join_params])
+        return cursor.rowcount, left
+
+
+def segment_changes_purge(*, now: datetime | None = None) -> int:
+    """Forget joins and leaves older than SEGMENT_CHANGES_RETENTION_DAYS; returns how many."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.SEGMENT_CHANGES_RETENTION_DAYS)
+    deleted = 0
+    # Segment by segment, so each delete reads the (segment, at) index, not the whole log.
+    for segment_id in Segment.objects.order_by("id").values_list("id", flat=True):
+        count, _ = SegmentMembershipChange.objects.filter(
+            segment_id=segment_id, at__lt=cutoff
+        ).delete()
+        deleted += count
+    return deleted
 
 
 def segments_refresh(*, workspace_id: int, now: datetime | None = None) -> None:

@@ -6,7 +6,7 @@ import time
 from celery import shared_task
 from django.conf import settings
 
-from engagement import history, metrics, scoring, services
+from engagement import event_store, history, metrics, scoring, segments, services
 from engagement.erasure import erasure_run
 from engagement.models import Segment, Workspace
 from engagement.segments import segment_refresh
@@ -58,6 +58,18 @@ def segment_members_refresh(segment_id: int) -> int:
         return 0
     joined, _ = segment_refresh(segment=segment)
     return joined
+
+
+@shared_task(ignore_result=True)
+def segment_changes_purge() -> int:
+    """Periodic (hourly): forget segment joins and leaves past SEGMENT_CHANGES_RETENTION_DAYS."""
+    return segments.segment_changes_purge()
+
+
+@shared_task(ignore_result=True)
+def event_tallies_compact() -> int:
+    """Periodic (hourly): fold the overview's appended event tallies, one row per day and name."""
+    return event_store.event_tallies_compact()
 
 
 @shared_task(ignore_result=True)

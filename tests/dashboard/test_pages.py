@@ -8,7 +8,9 @@ import pytest
 from django.test import Client
 
 from engagement.models import Segment
+from engagement.segments import segment_refresh
 from tests.dashboard.conftest import PASSWORD, signed_in
+from tests.engagement.helpers import apply, group
 
 
 def url(workspace, path=""):
@@ -267,7 +269,29 @@ def test_segments_list_and_page(acme, vera, scored):
     assert [(s.name, s.member_count) for s in listing.context["segments"]] == [("Enterprise", 1)]
     page = client.get(url(acme.workspace, f"segments/{scored.enterprise.id}/"))
     assert [m.account_id for m in page.context["members"].items] == [scored.initech.id]
-    assert sum(page.context["joins_chart"].y) == 1
+    chart = page.context["changes_chart"]
+    assert (sum(chart.y), sum(dict(chart.more)["Left"])) == (1, 0)
+
+
+def test_a_segment_page_shows_joins_and_leaves_per_day(acme, globex, vera, gus, scored):
+    apply(acme, group("ann", "initech", {"plan": "free"}, days_ago=0))
+    assert segment_refresh(segment=scored.enterprise) == (0, 1)
+    response = signed_in(vera).get(url(acme.workspace, f"segments/{scored.enterprise.id}/"))
+    assert response.status_code == 200
+    assert response.context["members"].total == 0
+    chart = response.context["changes_chart"]
+    today = chart.rows[-1]
+    assert today[1:] == (1, 1)  # initech joined and left today
+    assert b"changes-chart-data" in response.content
+    # The table under the chart repeats it: a Left column, today's row with one join and leave.
+    assert b'<th scope="col" class="num">Left</th>' in response.content
+    assert (
+        f'<td>{today[0]}</td><td class="num">1</td><td class="num">1</td>'.encode()
+        in response.content
+    )
+    # Another product's member cannot open it through their own workspace.
+    path = url(globex.workspace, f"segments/{scored.enterprise.id}/")
+    assert signed_in(gus).get(path).status_code == 404
 
 
 def test_no_segments_yet(acme, vera):

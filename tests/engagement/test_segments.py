@@ -5,9 +5,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.core.exceptions import ValidationError
 
-from engagement.models import Segment, SegmentMember
+from engagement.models import Segment, SegmentMember, SegmentMembershipChange
 from engagement.scoring import workspace_refresh, workspace_rescore
-from engagement.segments import segment_conditions_validate, segment_refresh
+from engagement.segments import (
+    segment_changes_purge,
+    segment_conditions_validate,
+    segment_refresh,
+)
 from tests.engagement.helpers import apply, group, track
 
 
@@ -62,6 +66,11 @@ def segment_of(tenant, *conditions, target=Segment.Target.ACCOUNTS) -> Segment:
     )
     segment_refresh(segment=segment)
     return segment
+
+
+def changes(segment: Segment) -> list[tuple[str, str]]:
+    rows = SegmentMembershipChange.objects.filter(segment=segment).select_related("account", "user")
+    return sorted(((row.account or row.user).tracking_id, row.change) for row in rows)
 
 
 def cond(field, operator, value=None):
@@ -122,6 +131,43 @@ def test_members_join_and_leave_with_their_times(scored):
     assert SegmentMember.objects.get(segment=segment).joined_at == later
     segment_refresh(segment=segment, now=later + timedelta(hours=1))
     assert SegmentMember.objects.get(segment=segment).joined_at == later
+
+
+def test_every_join_and_leave_is_logged_once(scored):
+    segment = segment_of(scored, cond("metric:engagement_score", "greater_than", 50))
+    assert changes(segment) == [("A", "joined")]
+    apply(scored, track("b1", "Login", times=20))
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    # The score refresh refreshes the workspace's segments.
+    workspace_refresh(workspace_id=scored.workspace.id, now=later)
+    assert changes(segment) == [("A", "joined"), ("A", "left"), ("B", "joined")]
+    left = SegmentMembershipChange.objects.get(segment=segment, change="left")
+    assert left.at == later
+    # Nothing moved: a refresh logs nothing.
+    assert segment_refresh(segment=segment, now=later + timedelta(hours=1)) == (0, 0)
+    assert len(changes(segment)) == 3
+
+
+def test_a_user_leaving_a_user_segment_is_logged_with_the_user(scored):
+    segment = segment_of(scored, cond("trait:plan", "is_not_set"), target=Segment.Target.USERS)
+    assert changes(segment) == [("a1", "joined"), ("b1", "joined"), ("c1", "joined")]
+    segment.conditions = [cond("metric:engagement_score", "greater_than", 50)]
+    segment.save()
+    segment_refresh(segment=segment)
+    assert [c for c in changes(segment) if c[1] == "left"] == [("b1", "left"), ("c1", "left")]
+    assert not SegmentMembershipChange.objects.filter(account__isnull=False).exists()
+
+
+def test_changes_older_than_the_retention_are_purged(scored, settings):
+    settings.SEGMENT_CHANGES_RETENTION_DAYS = 30
+    now = datetime.now(UTC)
+    segment = segment_of(scored, cond("trait:plan", "is_set"))
+    SegmentMembershipChange.objects.filter(segment=segment, account__tracking_id="A").update(
+        at=now - timedelta(days=31)
+    )
+    assert segment_changes_purge(now=now) == 1
+    assert changes(segment) == [("B", "joined")]
+    assert members(segment) == {"A", "B"}
 
 
 def test_trait_change_moves_membership_on_the_next_refresh(scored, settings):
