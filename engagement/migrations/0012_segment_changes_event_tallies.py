@@ -15,38 +15,97 @@ JOINS_FROM_MEMBERS = """
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('engagement', '0011_erasure'),
+        ("engagement", "0011_erasure"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='EventDayTally',
+            name="EventDayTally",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('day', models.DateField()),
-                ('event_name', models.CharField(max_length=255)),
-                ('count', models.BigIntegerField()),
-                ('product', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='engagement.product')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("day", models.DateField()),
+                ("event_name", models.CharField(max_length=255)),
+                ("count", models.BigIntegerField()),
+                (
+                    "product",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="engagement.product",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['product', 'day'], name='event_tally_product_day_idx')],
+                "indexes": [
+                    models.Index(fields=["product", "day"], name="event_tally_product_day_idx")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='SegmentMembershipChange',
+            name="SegmentMembershipChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('change', models.CharField(choices=[('joined', 'Joined'), ('left', 'Left')], max_length=8)),
-                ('at', models.DateTimeField()),
-                ('account', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='engagement.account')),
-                ('segment', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='changes', to='engagement.segment')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='engagement.user')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "change",
+                    models.CharField(
+                        choices=[("joined", "Joined"), ("left", "Left")], max_length=8
+                    ),
+                ),
+                ("at", models.DateTimeField()),
+                (
+                    "account",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="engagement.account",
+                    ),
+                ),
+                (
+                    "segment",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="changes",
+                        to="engagement.segment",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="engagement.user",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['segment', 'at'], name='segment_change_at_idx')],
-                'constraints': [models.CheckConstraint(condition=models.Q(models.Q(('account__isnull', False), ('user__isnull', True)), models.Q(('account__isnull', True), ('user__isnull', False)), _connector='OR'), name='segment_change_one_target')],
+                "indexes": [models.Index(fields=["segment", "at"], name="segment_change_at_idx")],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("account__isnull", False), ("user__isnull", True)),
+                            models.Q(("account__isnull", True), ("user__isnull", False)),
+                            _connector="OR",
+                        ),
+                        name="segment_change_one_target",
+                    )
+                ],
             },
         ),
         migrations.RunSQL(TALLIES_FROM_ROLLUPS, migrations.RunSQL.noop),
