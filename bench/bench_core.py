@@ -1,4 +1,4 @@
-"""Acceptance micro-benchmark (issue 6, target 2): CPU cost per message of `acceptance.accept`.
+"""Acceptance micro-benchmark: CPU cost per message of `acceptance.accept`.
 
     .venv/bin/python bench/bench_core.py                      # the project's ingestion/acceptance
     .venv/bin/python bench/bench_core.py --against OTHER.py   # and an older core.py, side by side

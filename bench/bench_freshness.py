@@ -1,4 +1,4 @@
-"""Freshness benchmark (issue 6, target 4): time from a 202 to the event being readable.
+"""Freshness benchmark: time from a 202 to the event being readable.
 
     .venv/bin/python bench/bench_freshness.py              # 30 s at 1,000 req/s (about 1.5 minutes)
     .venv/bin/python bench/bench_freshness.py --seconds 10 --rate 500

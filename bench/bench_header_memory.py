@@ -1,4 +1,4 @@
-"""Memory of an ASGI door process under large distinct headers (issue 15, finding 6).
+"""Memory of an ASGI door process under large distinct headers.
 
     .venv/bin/python bench/bench_header_memory.py                 # this tree
     .venv/bin/python bench/bench_header_memory.py --tree /old     # another checkout, same venv

@@ -775,7 +775,7 @@ def _rows(drained: dict) -> str:
 
 
 def print_targets(runs: list[Run], drains: list[dict]) -> None:
-    """Issue 6's targets 1-3 against this run's figures, one line each."""
+    """The ingestion targets (door speed, batches, drain) against this run's figures, one line each."""
     by_label = {run.label: run for run in runs}
     bare = by_label.get("bare Django view, 202 (not stored)")
     asgi = by_label.get("ASGI door, v2 track, durable")
@@ -801,7 +801,7 @@ def print_targets(runs: list[Run], drains: list[dict]) -> None:
         what = f"3. one draining process ({_rows(drained)})"
         lines.append(_target(what, f"{rate:,.0f} events/s", rate >= 50_000, ">= 50,000"))
     if lines:
-        print("\ntargets (issue 6):")
+        print("\ntargets:")
         print("\n".join(lines))
 
 

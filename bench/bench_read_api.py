@@ -1,4 +1,4 @@
-"""Read API benchmark (issue 4): latency of the read endpoints over real HTTP at full size.
+"""Read API benchmark: latency of the read endpoints over real HTTP at full size.
 
     .venv/bin/python bench/bench_read_api.py             # 1,000 timed requests per endpoint
     .venv/bin/python bench/bench_read_api.py --requests 300

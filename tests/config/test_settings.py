@@ -101,7 +101,7 @@ def test_a_replica_without_a_primary_is_refused():
     assert "DATABASE_REPLICA_URL" in result.stderr
 
 
-# --- Empty values, the static root, .env, deployment checks (issue 16) ------------------------
+# --- Empty values, the static root, .env, deployment checks ----------------------------------
 
 
 def test_an_empty_value_means_the_default(tmp_path):

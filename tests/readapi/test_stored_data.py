@@ -1,4 +1,4 @@
-"""Whatever the database holds, a read answers 200 or a 4xx, never 500 (issue 15, item 3).
+"""Whatever the database holds, a read answers 200 or a 4xx, never 500.
 
 Odd JSON is written straight into the rows, past the model, as an old row or a bulk import could
 have left it: traits nested ~940 levels deep (Django's recursive json.loads fails on them), traits
