@@ -775,7 +775,7 @@ def _rows(drained: dict) -> str:
 
 
 def print_targets(runs: list[Run], drains: list[dict]) -> None:
-    """The ingestion targets (door speed, batches, drain) against this run's figures, one line each."""
+    """The ingestion targets (door speed, batches, drain) against this run's figures."""
     by_label = {run.label: run for run in runs}
     bare = by_label.get("bare Django view, 202 (not stored)")
     asgi = by_label.get("ASGI door, v2 track, durable")
