@@ -95,6 +95,25 @@ def _series(
     return points
 
 
+def _score_history(
+    day_model, score_model, subject: dict, *, days: int, today: datetime.date | None
+) -> list[ScorePoint]:
+    """Stored past days of one user or account (`subject`: its id and workspace), today live."""
+    _check_days(days)
+    today = _utc_today(today)
+    first = today - datetime.timedelta(days=days - 1)
+    rows = day_model.objects.filter(**subject, day__gte=first, day__lt=today).values_list(
+        "day", "engagement_score", "raw_score"
+    )
+    live = score_model.objects.filter(**subject).values_list("engagement_score", "raw_score")
+    return _series(
+        stored={day: (score, raw) for day, score, raw in rows},
+        live=live.first() or (0, 0.0),
+        days=days,
+        today=today,
+    )
+
+
 def user_score_history(
     *,
     workspace_id: int,
@@ -105,23 +124,8 @@ def user_score_history(
     """The user's daily scores in the workspace over the last `days` UTC days, today last.
 
     The caller has scoped both ids to the reader's product."""
-    _check_days(days)
-    today = _utc_today(today)
-    first = today - datetime.timedelta(days=days - 1)
-    rows = UserScoreDay.objects.filter(
-        user_id=user_id, workspace_id=workspace_id, day__gte=first, day__lt=today
-    ).values_list("day", "engagement_score", "raw_score")
-    live = (
-        UserScore.objects.filter(user_id=user_id, workspace_id=workspace_id)
-        .values_list("engagement_score", "raw_score")
-        .first()
-    )
-    return _series(
-        stored={day: (score, raw) for day, score, raw in rows},
-        live=live or (0, 0.0),
-        days=days,
-        today=today,
-    )
+    subject = {"user_id": user_id, "workspace_id": workspace_id}
+    return _score_history(UserScoreDay, UserScore, subject, days=days, today=today)
 
 
 def account_score_history(
@@ -134,26 +138,8 @@ def account_score_history(
     """The account's daily scores in the workspace over the last `days` UTC days, today last.
 
     The caller has scoped both ids to the reader's product."""
-    _check_days(days)
-    today = _utc_today(today)
-    first = today - datetime.timedelta(days=days - 1)
-    rows = AccountScoreDay.objects.filter(
-        account_id=account_id, workspace_id=workspace_id, day__gte=first, day__lt=today
-    ).values_list("day", "engagement_score", "raw_score")
-    live = (
-        AccountScore.objects.filter(account_id=account_id, workspace_id=workspace_id)
-        .values_list("engagement_score", "raw_score")
-        .first()
-    )
-    return _series(
-        stored={day: (score, raw) for day, score, raw in rows},
-        live=live or (0, 0.0),
-        days=days,
-        today=today,
-    )
-
-
-# --- keeping it up to date --------------------------------------------------------------------
+    subject = {"account_id": account_id, "workspace_id": workspace_id}
+    return _score_history(AccountScoreDay, AccountScore, subject, days=days, today=today)
 
 
 def score_history_is_due(*, workspace: Workspace, now: datetime.datetime | None = None) -> bool:
