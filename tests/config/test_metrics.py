@@ -7,9 +7,13 @@ across the test with what the test itself caused, as a lower bound where others 
 """
 
 import asyncio
+import http.client
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -160,3 +164,74 @@ def test_counts_of_several_processes_add_up(tmp_path):
     (directory / f"counter_{os.getpid()}.db").write_bytes(b"")  # a live process's file
     multiprocess_dir_prepare(directory)
     assert [path.name for path in directory.iterdir()] == [f"counter_{os.getpid()}.db"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _get(port: int, path: str) -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", path)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+@pytest.mark.e2e
+def test_two_gunicorn_workers_count_into_one_sum_across_a_worker_restart(tmp_path):
+    """gunicorn with gunicorn.conf.py's hooks: two workers' counts add up, and a worker that
+    is killed and replaced keeps its counts in the sum."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "ENV_FILE": os.devnull,
+        "DJANGO_ENV": "embedded",
+        "DATABASE_URL": "",
+        "CELERY_BROKER_URL": "",
+        "DATA_DIR": str(tmp_path),
+        "PROMETHEUS_MULTIPROC_DIR": "",
+    }
+    server = subprocess.Popen(
+        [str(ROOT / ".venv/bin/gunicorn"), "config.wsgi:application", "--workers", "2",
+         "--bind", f"127.0.0.1:{port}"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    directory = tmp_path / "metrics"
+
+    def worker_pids() -> set[int]:
+        return {int(path.stem.rpartition("_")[2]) for path in directory.glob("counter_*.db")}
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                _get(port, "/no-such-page")
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "gunicorn did not start"
+                time.sleep(0.2)
+        statuses = [_get(port, "/no-such-page") for _ in range(19)]
+        killed = sorted(worker_pids())[0]
+        os.kill(killed, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while len(statuses) < 39:
+            try:
+                statuses.append(_get(port, "/no-such-page"))
+            except OSError:
+                assert time.monotonic() < deadline, "gunicorn did not replace the worker"
+                time.sleep(0.1)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+
+    assert statuses == [404] * 39
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=str(directory))
+    labels = {"door": "django", "endpoint": "unmatched", "status": "404"}
+    assert registry.get_sample_value("eds_http_requests_total", labels) == 40
+    assert killed in worker_pids() and len(worker_pids()) >= 2
