@@ -1,12 +1,12 @@
 """Computes a workspace's score history for a range of past days from the daily rollups.
 
-The score of day D is the scoring formula (engagement/scoring.py) with D as "today": a user's raw
-score is the sum of weight x capped count over the `lookback` days ending at D, the score is that
-raw normalised by day D's p90 of the workspace's non-zero raw scores, and an account scores the
-mean of its linked users' scores (users without a point counting 0), its raw score being the
-weighted events attributed to it. The rounding, the score expression and the percentile are the
-scoring engine's own (`_Dialect`, `percentile_90`); the history tests check every stored day
-against a full rescore run as of that day.
+The score of day D is the scoring formula (engagement/scoring/formula.py) with D as "today": a
+user's raw score is the sum of weight x capped count over the `lookback` days ending at D, the
+score is that raw normalised by day D's p90 of the workspace's non-zero raw scores, and an account
+scores the mean of its linked users' scores (users without a point counting 0), its raw score
+being the weighted events attributed to it. The rounding, the score expression and the
+percentile are the scoring engine's own (`Dialect`, `percentile_90`); the history tests check
+every stored day against a full rescore run as of that day.
 
 Computing D after D one window at a time would read the rollups once per day. Instead each
 (user, day) total enters the raw score on its day and leaves it `lookback` days later: one pass
@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import connection
 
 from engagement.models import Account, Workspace
-from engagement.scoring import _Dialect, percentile_90
+from engagement.scoring import Dialect, percentile_90
 from engagement.segments import accounts_admitted
 
 # Ranges shorter than this many days sum each day's window directly.
@@ -57,7 +57,7 @@ class HistoryBuilder:
 
     def __init__(self, *, workspace: Workspace, first: datetime.date, last: datetime.date) -> None:
         self.workspace = workspace
-        self.sql = _Dialect(connection.vendor)
+        self.sql = Dialect(connection.vendor)
         self.first, self.last = first, last
         self.lookback = int(workspace.lookback_days)
         self.cap = workspace.daily_event_cap

@@ -1,0 +1,214 @@
+"""Per scoped user or account: raw score now and one period earlier, events, event names used,
+active days and the breakdown, read from the daily rollups into eds_t_user or eds_t_account.
+
+One aggregation serves both targets; what differs between them is data (`Target`). It runs as a
+single pass on PostgreSQL, where the active days of each event travel as a bit mask, and through
+day-level temporary tables on SQLite, which has no bit_or.
+"""
+
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engagement.scoring.run import ScoringRun
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str  # "user" or "account": names the key column and the scope and result tables
+    # Where the daily cap applies: to each rollup row (one user's events of a day within one
+    # account) or to the sum of a day's rollup rows (a user's events of a day, whichever
+    # accounts they went to).
+    caps_each_rollup: bool
+    tracks_last_at: bool  # the latest event in the window, kept as the score's last_seen
+    rollup_filter: str  # an extra condition on the rollups, starting with AND
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}_id"
+
+    @property
+    def table(self) -> str:
+        return f"eds_t_{self.name}"
+
+
+USERS = Target(name="user", caps_each_rollup=False, tracks_last_at=False, rollup_filter="")
+ACCOUNTS = Target(
+    name="account",
+    caps_each_rollup=True,
+    tracks_last_at=True,
+    rollup_filter="AND r.account_id IS NOT NULL",
+)
+
+
+def aggregate(run: ScoringRun, target: Target) -> None:
+    """Fill the target's result table for every user or account in the run's scope."""
+    f, ts = run.sql.float, run.sql.timestamp
+    last_at = f", last_at {ts}" if target.tracks_last_at else ""
+    run.temp(
+        target.table,
+        f"{target.key} BIGINT PRIMARY KEY, raw {f}, previous_raw {f}, events BIGINT, "
+        f"names_used INTEGER, active_days INTEGER, breakdown TEXT{last_at}",
+    )
+    if run.sql.postgres:
+        _single_pass(run, target)
+    else:
+        _through_day_tables(run, target)
+    run.analyze(target.table)
+
+
+def _rollups(run: ScoringRun, target: Target, join: str = "") -> str:
+    """FROM and WHERE of the rollups of the scope over both windows, aliased r."""
+    scope = (
+        ""
+        if run.everyone
+        else f"JOIN eds_t_scope_{target.name} s ON s.{target.key} = r.{target.key}"
+    )
+    return f"""
+        FROM engagement_eventrollup r {scope} {join}
+        WHERE r.product_id = %(product)s {target.rollup_filter}
+        AND r.day >= %(prev_start)s AND r.day <= %(end)s
+    """
+
+
+def _single_pass(run: ScoringRun, target: Target) -> None:
+    key, sql = target.key, run.sql
+    if run.cap is None or target.caps_each_rollup:
+        last_at = ", r.last_at" if target.tracks_last_at else ""
+        days = f"""
+            SELECT r.{key}, r.event_name, r.day, r.count AS n,
+                {sql.at_most("r.count", run.cap)} AS counted{last_at}
+            {_rollups(run, target)}
+        """
+    else:
+        last_at = ", MAX(r.last_at) AS last_at" if target.tracks_last_at else ""
+        days = f"""
+            SELECT r.{key}, r.event_name, r.day, SUM(r.count) AS n,
+                {sql.at_most("SUM(r.count)", run.cap)} AS counted{last_at}
+            {_rollups(run, target)}
+            GROUP BY r.{key}, r.event_name, r.day
+        """
+    event_last_at, last_at_column, last_at_value = "", "", ""
+    if target.tracks_last_at:
+        event_last_at = ", MAX(d.last_at) FILTER (WHERE d.day >= %(start)s) AS last_at"
+        last_at_column, last_at_value = ", last_at", ", MAX(e.last_at)"
+    run.run(
+        f"""
+        INSERT INTO {target.table} ({key}, raw, previous_raw, events, names_used, active_days,
+            breakdown{last_at_column})
+        SELECT e.{key}, SUM(e.counted * e.weight), SUM(e.previous_counted * e.weight),
+            SUM(e.n), COUNT(*) FILTER (WHERE e.weight > 0 AND e.counted > 0),
+            COALESCE(bit_count(CAST(bit_or(e.days) FILTER (WHERE e.weight > 0) AS BIT(64))), 0),
+            {sql.breakdown("e")}{last_at_value}
+        FROM (
+            SELECT ev.*, {run.weight_of("ev.event_name")} AS weight FROM (
+                SELECT d.{key}, d.event_name,
+                    COALESCE(SUM(d.counted) FILTER (WHERE d.day >= %(start)s), 0) AS counted,
+                    COALESCE(SUM(d.n) FILTER (WHERE d.day >= %(start)s), 0) AS n,
+                    COALESCE(SUM(d.counted) FILTER (WHERE d.day < %(start)s), 0)
+                        AS previous_counted,
+                    bit_or(CAST(1 AS BIGINT) << (d.day - %(prev_start)s))
+                        FILTER (WHERE d.day >= %(start)s) AS days{event_last_at}
+                FROM ({days}) d
+                GROUP BY d.{key}, d.event_name
+            ) ev OFFSET 0
+        ) e
+        GROUP BY e.{key}
+        """
+    )
+
+
+def _through_day_tables(run: ScoringRun, target: Target) -> None:
+    key, sql, name = target.key, run.sql, target.name
+    if target.caps_each_rollup:
+        counted = f"SUM({sql.at_most('r.count', run.cap)})"
+    else:
+        counted = sql.at_most("SUM(r.count)", run.cap)
+    last_at = ("", "", "", "", "")
+    if target.tracks_last_at:
+        last_at = (
+            f", last_at {sql.timestamp}",
+            ", last_at",
+            ", MAX(r.last_at)",
+            ", MAX(CASE WHEN cur = 1 THEN last_at END)",
+            ", MAX(e.last_at)",
+        )
+    column, insert, from_rollups, from_days, from_events = last_at
+    run.temp(
+        f"eds_t_{name}_day",
+        f"{key} BIGINT, event_name VARCHAR(255), day DATE, n BIGINT, counted BIGINT, "
+        f"weight INTEGER, cur INTEGER{column}",
+    )
+    run.run(
+        f"""
+        INSERT INTO eds_t_{name}_day ({key}, event_name, day, n, counted, weight, cur{insert})
+        SELECT r.{key}, r.event_name, r.day, SUM(r.count), {counted}, COALESCE(w.weight, 1),
+            CASE WHEN r.day >= %(start)s THEN 1 ELSE 0 END{from_rollups}
+        {_rollups(run, target, "LEFT JOIN eds_t_weight w ON w.event_name = r.event_name")}
+        GROUP BY r.{key}, r.event_name, r.day, w.weight
+        """
+    )
+    run.temp(
+        f"eds_t_{name}_event",
+        f"{key} BIGINT, event_name VARCHAR(255), weight INTEGER, counted BIGINT, n BIGINT, "
+        f"previous_counted BIGINT{column}",
+    )
+    # Inserted in breakdown order: json_group_array keeps the order rows arrive in.
+    run.run(
+        f"""
+        INSERT INTO eds_t_{name}_event
+            ({key}, event_name, weight, counted, n, previous_counted{insert})
+        SELECT {key}, event_name, weight, SUM(cur * counted), SUM(cur * n),
+            SUM((1 - cur) * counted){from_days}
+        FROM eds_t_{name}_day GROUP BY {key}, event_name, weight
+        ORDER BY {key}, SUM(cur * counted) * weight DESC, event_name
+        """
+    )
+    run.run(
+        f"""
+        INSERT INTO {target.table} ({key}, raw, previous_raw, events, names_used, active_days,
+            breakdown{insert})
+        SELECT e.{key}, SUM(e.counted * e.weight), SUM(e.previous_counted * e.weight),
+            SUM(e.n), COUNT(CASE WHEN e.weight > 0 AND e.counted > 0 THEN 1 END),
+            COALESCE(MAX(d.days), 0), {sql.breakdown("e")}{from_events}
+        FROM eds_t_{name}_event e
+        LEFT JOIN (
+            SELECT {key}, COUNT(DISTINCT day) AS days FROM eds_t_{name}_day
+            WHERE cur = 1 AND weight > 0 AND counted > 0 GROUP BY {key}
+        ) d ON d.{key} = e.{key}
+        GROUP BY e.{key}
+        """
+    )
+
+
+def aggregate_account_members(run: ScoringRun) -> None:
+    """Per scoped account: its linked users, how many are active, their mean scores now and one
+    period earlier (from the user scores just written) and the earliest first seen."""
+    f = run.sql.float
+    run.temp(
+        "eds_t_account_members",
+        f"account_id BIGINT PRIMARY KEY, total INTEGER, active INTEGER, mean {f}, "
+        f"previous_mean {f}, first_seen {run.sql.timestamp}",
+    )
+    scope = "" if run.everyone else "JOIN eds_t_scope_account s ON s.account_id = m.account_id"
+    # Every linked user counts, scored or not (a user without a score row scores 0).
+    run.run(
+        f"""
+        INSERT INTO eds_t_account_members
+            (account_id, total, active, mean, previous_mean, first_seen)
+        SELECT m.account_id, COUNT(*),
+            COUNT(CASE WHEN us.raw_score > 0 THEN 1 END),
+            AVG(COALESCE(us.engagement_score, 0)), AVG(COALESCE(us.previous_score, 0)),
+            MIN(usr.first_seen_at)
+        FROM engagement_membership m
+        {scope}
+        JOIN engagement_user usr ON usr.id = m.user_id
+        LEFT JOIN engagement_userscore us
+            ON us.workspace_id = %(ws)s AND us.user_id = m.user_id
+        WHERE usr.product_id = %(product)s
+        GROUP BY m.account_id
+        """
+    )
+    run.analyze("eds_t_account_members")

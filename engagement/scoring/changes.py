@@ -1,0 +1,112 @@
+"""Change detection: whether a workspace needs a refresh, and which users and accounts changed.
+
+A full rescore is needed when the workspace was never scored, its settings changed (the config
+digest), the day changed, or the change log (EventActivity) no longer reaches back to the
+watermark. Otherwise a refresh reads what changed since the watermark: batches of events
+applied, users and accounts updated, memberships created.
+"""
+
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from engagement.models import EventWeight, ScoringState, Workspace
+from engagement.scoring.run import ScoringRun, db_datetime
+
+
+def workspace_config_digest(*, workspace: Workspace) -> str:
+    """What a full rescore depends on besides the data: a change means rescore everything."""
+    weights = sorted(
+        EventWeight.objects.filter(workspace=workspace).values_list("event_name", "weight")
+    )
+    config = {
+        "lookback_days": workspace.lookback_days,
+        "daily_event_cap": workspace.daily_event_cap,
+        "account_filter": workspace.account_filter or {},
+        "weights": weights,
+    }
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+
+
+def changes_since(state: ScoringState) -> datetime | None:
+    """From when a refresh re-reads changes: the watermark less the overlap that catches
+    transactions committed late; None for a workspace never scored."""
+    if state.scored_through is None:
+        return None
+    return state.scored_through - timedelta(seconds=settings.SCORING_WATERMARK_OVERLAP_SECONDS)
+
+
+def activity_kept_since(since: datetime, now: datetime, *, margin: float = 1.0) -> bool:
+    """Whether EventActivity still holds every batch applied after `since` (older rows are
+    purged; with a margin below 1, whether it will for a while yet): if not, only a full
+    rescore is sure to see every change."""
+    keep = timedelta(minutes=settings.SCORING_ACTIVITY_KEEP_MINUTES) * margin
+    return since >= now - keep
+
+
+def workspace_refresh_is_due(*, workspace: Workspace, now: datetime | None = None) -> bool:
+    """Cheap check (indexed EXISTS queries): would a refresh have anything to do?"""
+    now = now or timezone.now()
+    state = ScoringState.objects.filter(workspace_id=workspace.id).first()
+    if state is None or state.scored_through is None:
+        return True
+    if state.window_end != now.astimezone(UTC).date():
+        return True
+    if state.config_digest != workspace_config_digest(workspace=workspace):
+        return True
+    since = changes_since(state)
+    if not activity_kept_since(since, now, margin=0.5):
+        return True  # an idle refresh moves the watermark on before the activity it needs goes
+    params = {"product": workspace.product_id, "since": db_datetime(since)}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT 1 WHERE EXISTS (
+                SELECT 1 FROM engagement_eventactivity
+                WHERE product_id = %(product)s AND applied_at > %(since)s)
+            OR EXISTS (
+                SELECT 1 FROM engagement_user
+                WHERE product_id = %(product)s AND updated_at > %(since)s)
+            OR EXISTS (
+                SELECT 1 FROM engagement_account
+                WHERE product_id = %(product)s AND updated_at > %(since)s)
+            OR EXISTS (
+                SELECT 1 FROM engagement_membership m
+                JOIN engagement_user u ON u.id = m.user_id
+                WHERE m.created_at > %(since)s AND u.product_id = %(product)s)
+            """,
+            params,
+        )
+        return cursor.fetchone() is not None
+
+
+def load_changed(run: ScoringRun, *, since: datetime) -> bool:
+    """The users and accounts that changed since `since`, into eds_t_candidate_user and
+    eds_t_candidate_account; False when there are none."""
+    extra = {"since": db_datetime(since)}
+    run.temp("eds_t_candidate_user", "user_id BIGINT PRIMARY KEY")
+    run.temp("eds_t_candidate_account", "account_id BIGINT PRIMARY KEY")
+    for kind, ids in (("user", "x.user_ids"), ("account", "x.account_ids")):
+        run.run(
+            f"""
+            INSERT INTO eds_t_candidate_{kind} ({kind}_id)
+            SELECT CAST(j.value AS BIGINT)
+                FROM engagement_eventactivity x, {run.sql.json_elements(ids)}
+                WHERE x.product_id = %(product)s AND x.applied_at > %(since)s
+            UNION SELECT id FROM engagement_{kind}
+                WHERE product_id = %(product)s AND updated_at > %(since)s
+            UNION SELECT m.{kind}_id FROM engagement_membership m
+                JOIN engagement_user u ON u.id = m.user_id
+                WHERE m.created_at > %(since)s AND u.product_id = %(product)s
+            """,
+            extra,
+        )
+    return bool(run.count("eds_t_candidate_user") or run.count("eds_t_candidate_account"))

@@ -1,0 +1,118 @@
+"""The SQL expressions of the scoring engine that PostgreSQL and SQLite spell differently.
+
+The formula's expressions are built from the constants of engagement/scoring/formula.py, so the
+SQL and the Python functions there agree by construction (and tests run the same cases through
+both on each database).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engagement.scoring.formula import HALF_UP_DECIMALS, SCORE_MAX, SCORE_MIN_ACTIVE
+
+
+class Dialect:
+    """Expressions for one database vendor ("postgresql" or anything else, read as SQLite)."""
+
+    def __init__(self, vendor: str) -> None:
+        self.postgres = vendor == "postgresql"
+        self.float = "DOUBLE PRECISION" if self.postgres else "REAL"
+        self.empty_json = "'[]'"
+        self.timestamp = "TIMESTAMP WITH TIME ZONE" if self.postgres else "TEXT"
+
+    def json_elements(self, column: str) -> str:
+        """A table `j` of the elements of a JSON array column, as text in `j.value`."""
+        if self.postgres:
+            return f"jsonb_array_elements_text({column}) AS j(value)"
+        return f"json_each({column}) AS j"
+
+    def at_most(self, expr: str, cap: int | None) -> str:
+        """`expr`, capped at `cap` when there is one."""
+        if cap is None:
+            return expr
+        if self.postgres:
+            return f"LEAST({expr}, {int(cap)})"
+        return f"(CASE WHEN {expr} > {int(cap)} THEN {int(cap)} ELSE {expr} END)"
+
+    def round_half_up(self, expr: str) -> str:
+        """formula.round_half_up: HALF_UP_DECIMALS first, then halves up."""
+        scale = f"{10**HALF_UP_DECIMALS}.0"
+        nearest = f"ROUND(({expr}) * {scale}) / {scale}"
+        # CAST truncates on SQLite, which is floor for the non-negative values used here.
+        if self.postgres:
+            return f"FLOOR({nearest} + 0.5)"
+        return f"CAST({nearest} + 0.5 AS INTEGER)"
+
+    def score(self, raw: str, p90: str) -> str:
+        """formula.score_from_raw."""
+        scaled = self.round_half_up(f"{SCORE_MAX}.0 * ({raw}) / {p90}")
+        return (
+            f"(CASE WHEN ({raw}) <= 0 OR {p90} <= 0 THEN 0 WHEN ({raw}) >= {p90} THEN {SCORE_MAX} "
+            f"WHEN {scaled} < {SCORE_MIN_ACTIVE} THEN {SCORE_MIN_ACTIVE} ELSE {scaled} END)"
+        )
+
+    def percentile_rank(self) -> str:
+        """A score's percentile rank over a histogram `(s score, c rows)`, read in one window pass:
+        100 x (rows scoring lower) / (rows - 1), to one decimal."""
+        denominator = "(CASE WHEN SUM(c) OVER () > 1 THEN SUM(c) OVER () - 1 ELSE 1 END)"
+        ranked = f"100.0 * (SUM(c) OVER (ORDER BY s) - c) / {denominator}"
+        return f"CAST(ROUND(CAST({ranked} AS NUMERIC), 1) AS {self.float})"
+
+    def breakdown(self, alias: str) -> str:
+        """BreakdownField's text, [[event, count, weight], ...], biggest points first."""
+        points = f"{alias}.counted * {alias}.weight"
+        where = f"{alias}.weight > 0 AND {alias}.counted > 0"
+        if self.postgres:
+            # Built as text: several times cheaper than jsonb_build_object, and nothing to parse.
+            item = (
+                f"'[' || to_json({alias}.event_name)::text || ',' || {alias}.counted || ',' || "
+                f"{alias}.weight || ']'"
+            )
+            return (
+                f"'[' || COALESCE(string_agg({item}, ',' ORDER BY {points} DESC, "
+                f"{alias}.event_name) FILTER (WHERE {where}), '') || ']'"
+            )
+        # SQLite keeps the order rows arrive in, which the caller sorts the same way.
+        return (
+            f"json_group_array(json_array({alias}.event_name, {alias}.counted, {alias}.weight)) "
+            f"FILTER (WHERE {where})"
+        )
+
+    def created_date(self, traits: str) -> str:
+        """formula.created_day: the leading ISO date of createdAt (or created_at), else NULL."""
+        if self.postgres:
+            text = f"COALESCE({traits} ->> 'createdAt', {traits} ->> 'created_at')"
+            return f"(CASE WHEN {text} IS NOT NULL THEN eds_try_date({text}) END)"
+        text = (
+            f"COALESCE(json_extract({traits}, '$.createdAt'), "
+            f"json_extract({traits}, '$.created_at'))"
+        )
+        # SQLite takes 2024-02-31 as 2 March; only a date that reads back the same counts.
+        day = f"substr({text}, 1, 10)"
+        return f"(CASE WHEN date(julianday({day})) = {day} THEN {day} END)"
+
+    def days_between(self, later_param: str, earlier: str) -> str:
+        if self.postgres:
+            return f"(CAST({later_param} AS DATE) - CAST({earlier} AS DATE))"
+        return f"CAST(julianday({later_param}) - julianday(date({earlier})) AS INTEGER)"
+
+    def tenure(self, today_param: str, started: str) -> str:
+        """formula.tenure_days, given the start (created date, else first seen) as `started`."""
+        days = self.days_between(today_param, started)
+        return f"(CASE WHEN {started} IS NULL THEN NULL WHEN {days} < 0 THEN 0 ELSE {days} END)"
+
+    def row_differs(self, table: str, other: str, columns: Sequence[str]) -> str:
+        """True when any of the columns differs between two rows, NULLs comparing equal."""
+        old = ", ".join(f"{table}.{c}" for c in columns)
+        new = ", ".join(f"{other}.{c}" for c in columns)
+        operator = "IS DISTINCT FROM" if self.postgres else "IS NOT"
+        return f"({old}) {operator} ({new})"
+
+    def changed_guard(self, table: str, columns: Sequence[str]) -> str:
+        """Skip rewriting rows whose values are unchanged (PostgreSQL only; SQLite rewrites)."""
+        if not self.postgres:
+            return ""
+        old = ", ".join(f"{table}.{c}" for c in columns)
+        new = ", ".join(f"excluded.{c}" for c in columns)
+        return f"WHERE ({old}) IS DISTINCT FROM ({new})"

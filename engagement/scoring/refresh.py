@@ -1,0 +1,240 @@
+"""Refresh orchestration: one workspace at a time, in full or incrementally, then segments.
+
+- a full rescore computes every user and account in scope (first run, new day, changed settings);
+- an incremental refresh recomputes only users and accounts whose rollups, traits or links changed
+  since the workspace's watermark, then re-normalises (p90, scores, percentile ranks), writing only
+  rows whose values changed.
+Everything is set-based SQL over the daily rollups (never the raw events) with temporary tables,
+so a refresh stays bounded at a million users.
+"""
+
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from engagement.models import ScoringState, Workspace
+from engagement.scoring.aggregation import ACCOUNTS, USERS, aggregate, aggregate_account_members
+from engagement.scoring.changes import (
+    activity_kept_since,
+    changes_since,
+    load_changed,
+    workspace_config_digest,
+)
+from engagement.scoring.run import ScoringRun
+from engagement.scoring.writing import (
+    delete_out_of_scope,
+    percentiles,
+    renormalise_users,
+    update_ranks,
+    write_accounts,
+    write_users,
+)
+from engagement.segments import segments_refresh
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshResult:
+    workspace_id: int
+    mode: str  # "full", "incremental", "idle" (nothing changed) or "busy" (another refresh runs)
+    users: int = 0  # users recomputed
+    accounts: int = 0  # accounts recomputed
+    duration_ms: int = 0
+
+
+def workspace_rescore(*, workspace_id: int, now: datetime | None = None) -> RefreshResult:
+    """Recompute every score of the workspace (settings changed, new day, first run)."""
+    return workspace_refresh(workspace_id=workspace_id, now=now, force_full=True)
+
+
+def workspace_refresh(
+    *, workspace_id: int, now: datetime | None = None, force_full: bool = False
+) -> RefreshResult:
+    """Bring a workspace's scores up to date: incrementally when possible, else in full.
+
+    Runs in one transaction holding the workspace's ScoringState row, so two workers never
+    refresh the same workspace at once (the second one returns "busy" at once).
+    """
+    now = now or timezone.now()
+    started = time.monotonic()
+    ScoringState.objects.get_or_create(workspace_id=workspace_id)
+    with transaction.atomic():
+        state = (
+            ScoringState.objects.select_for_update(skip_locked=True)
+            .filter(workspace_id=workspace_id)
+            .first()
+        )
+        if state is None:
+            return RefreshResult(workspace_id=workspace_id, mode="busy")
+        workspace = Workspace.objects.get(id=workspace_id)
+        digest = workspace_config_digest(workspace=workspace)
+        today = now.astimezone(UTC).date()
+        since = changes_since(state)
+        full = (
+            force_full
+            or since is None
+            or not activity_kept_since(since, now)
+            or state.window_end != today
+            or state.config_digest != digest
+        )
+        run = ScoringRun(workspace=workspace, state=state, now=now, today=today)
+        try:
+            if full:
+                users, accounts = _rescore_everyone(run)
+                mode = "full"
+            else:
+                changed = _rescore_changed(run, since=since)
+                if changed is None:
+                    # Nothing changed up to `now`: the watermark moves on all the same.
+                    state.scored_through = now
+                    state.save(update_fields=["scored_through"])
+                    return RefreshResult(workspace_id=workspace_id, mode="idle")
+                users, accounts = changed
+                mode = "incremental"
+        finally:
+            run.close()
+        segments_refresh(workspace_id=workspace_id, now=now)
+        duration_ms = int((time.monotonic() - started) * 1000)
+        state.scored_through = now
+        state.window_end = today
+        state.refreshed_at = now
+        state.last_refresh_ms = duration_ms
+        if full:
+            state.config_digest = digest
+            state.full_rescored_at = now
+            state.last_full_rescore_ms = duration_ms
+        state.save()
+    logger.info(
+        "scores %s workspace=%s users=%s accounts=%s in %s ms",
+        mode,
+        workspace_id,
+        users,
+        accounts,
+        duration_ms,
+    )
+    return RefreshResult(
+        workspace_id=workspace_id,
+        mode=mode,
+        users=users,
+        accounts=accounts,
+        duration_ms=duration_ms,
+    )
+
+
+def _rescore_everyone(run: ScoringRun) -> tuple[int, int]:
+    """A full rescore; returns the users and accounts scored."""
+    run.is_full = True
+    run.everyone = not run.filtered
+    run.load_weights()
+    if run.filtered:
+        run.load_matching_accounts()
+        run.temp("eds_t_scope_user", "user_id BIGINT PRIMARY KEY")
+        run.temp("eds_t_scope_account", "account_id BIGINT PRIMARY KEY")
+        run.run(
+            """
+            INSERT INTO eds_t_scope_user (user_id)
+            SELECT DISTINCT m.user_id FROM engagement_membership m
+            JOIN eds_t_match_account a ON a.account_id = m.account_id
+            """
+        )
+        run.run("INSERT INTO eds_t_scope_account SELECT account_id FROM eds_t_match_account")
+        run.analyze("eds_t_scope_user", "eds_t_scope_account")
+    aggregate(run, USERS)
+    # Everyone in scope is here, so p90 comes straight from this run's raw scores.
+    run.state.p90, run.state.previous_p90 = percentiles(run, "eds_t_user", "raw", "previous_raw")
+    write_users(run)
+    if run.filtered:
+        delete_out_of_scope(run, "user")
+        update_ranks(run, "engagement_userscore")
+    aggregate(run, ACCOUNTS)
+    aggregate_account_members(run)
+    write_accounts(run)
+    if run.filtered:
+        delete_out_of_scope(run, "account")
+        update_ranks(run, "engagement_accountscore")
+    users = run.scalar("SELECT COUNT(*) FROM engagement_userscore WHERE workspace_id = %(ws)s")
+    accounts = run.scalar(
+        "SELECT COUNT(*) FROM engagement_accountscore WHERE workspace_id = %(ws)s"
+    )
+    return int(users or 0), int(accounts or 0)
+
+
+def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | None:
+    """Recompute what changed since `since`; None when nothing did."""
+    if not load_changed(run, since=since):
+        return None
+    run.load_weights()
+    if run.filtered:
+        run.load_matching_accounts()
+        # An account entering or leaving the filter brings its users in or out of scope.
+        run.run(
+            """
+            INSERT INTO eds_t_candidate_user (user_id)
+            SELECT DISTINCT m.user_id FROM engagement_membership m
+            JOIN eds_t_candidate_account c ON c.account_id = m.account_id
+            WHERE NOT EXISTS (
+                SELECT 1 FROM eds_t_candidate_user x WHERE x.user_id = m.user_id)
+            """
+        )
+    run.analyze("eds_t_candidate_user", "eds_t_candidate_account")
+
+    run.temp("eds_t_scope_user", "user_id BIGINT PRIMARY KEY")
+    in_scope = (
+        """
+        WHERE EXISTS (SELECT 1 FROM engagement_membership m
+            JOIN eds_t_match_account a ON a.account_id = m.account_id
+            WHERE m.user_id = c.user_id)
+        """
+        if run.filtered
+        else ""
+    )
+    run.run(
+        f"INSERT INTO eds_t_scope_user (user_id) "
+        f"SELECT c.user_id FROM eds_t_candidate_user c {in_scope}"
+    )
+    run.analyze("eds_t_scope_user")
+    delete_out_of_scope(run, "user", among_candidates=True)
+    aggregate(run, USERS)
+    write_users(run)
+    renormalise_users(run)
+    update_ranks(run, "engagement_userscore")
+
+    # Accounts: those that changed, and those of users whose values changed.
+    run.run(
+        """
+        INSERT INTO eds_t_candidate_account (account_id)
+        SELECT DISTINCT linked.account_id FROM (
+            SELECT m.account_id FROM engagement_membership m
+            JOIN eds_t_candidate_user c ON c.user_id = m.user_id
+            UNION
+            SELECT m.account_id FROM engagement_membership m
+            JOIN eds_t_rescored r ON r.user_id = m.user_id
+        ) linked
+        WHERE NOT EXISTS (
+            SELECT 1 FROM eds_t_candidate_account x WHERE x.account_id = linked.account_id)
+        """
+    )
+    run.temp("eds_t_scope_account", "account_id BIGINT PRIMARY KEY")
+    account_in_scope = (
+        "WHERE c.account_id IN (SELECT account_id FROM eds_t_match_account)" if run.filtered else ""
+    )
+    run.run(
+        f"INSERT INTO eds_t_scope_account (account_id) "
+        f"SELECT c.account_id FROM eds_t_candidate_account c {account_in_scope}"
+    )
+    run.analyze("eds_t_scope_account")
+    delete_out_of_scope(run, "account", among_candidates=True)
+    aggregate(run, ACCOUNTS)
+    aggregate_account_members(run)
+    write_accounts(run)
+    update_ranks(run, "engagement_accountscore")
+    return run.count("eds_t_scope_user"), run.count("eds_t_scope_account")

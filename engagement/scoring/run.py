@@ -1,0 +1,151 @@
+"""One refresh of one workspace: its parameters, its cursor and the temporary tables it creates.
+
+SQL in the scoring package is assembled from fixed table and column names and dialect snippets;
+every value is a query parameter.
+"""
+
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+
+from django.conf import settings
+from django.db import connection
+
+from engagement.models import Account, ScoringState, Workspace
+from engagement.scoring.dialect import Dialect
+from engagement.scoring.formula import scoring_window
+from engagement.segments import accounts_admitted
+
+
+def db_datetime(value: datetime) -> object:
+    """A datetime as the database takes it as a raw query parameter."""
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+def db_date(value: date) -> object:
+    """A date as the database takes it as a raw query parameter."""
+    return connection.ops.adapt_datefield_value(value)
+
+
+class ScoringRun:
+    """The state one refresh shares between its statements, inside the caller's transaction.
+
+    `is_full`: a full rescore (it sees every row, so it also writes percentile ranks).
+    `everyone`: a full rescore without an account filter, which needs no scope tables.
+    """
+
+    def __init__(
+        self, *, workspace: Workspace, state: ScoringState, now: datetime, today: date
+    ) -> None:
+        self.workspace = workspace
+        self.state = state
+        self.sql = Dialect(connection.vendor)
+        self.window = scoring_window(lookback_days=workspace.lookback_days, today=today)
+        self.cap = workspace.daily_event_cap
+        self.filtered = bool(workspace.account_filter)
+        self.params = {
+            "ws": workspace.id,
+            "product": workspace.product_id,
+            "start": db_date(self.window.start),
+            "end": db_date(self.window.end),
+            "prev_start": db_date(self.window.previous_start),
+            "prev_end": db_date(self.window.previous_end),
+            "today": db_date(today),
+            "now": db_datetime(now),
+        }
+        self.cursor = connection.cursor()
+        self.is_full = False
+        self.everyone = False
+        self.weighted_names = 0
+        self._temp_tables: list[str] = []
+        if self.sql.postgres:
+            # Aggregations over millions of rollups stay in memory instead of spilling to disk.
+            # Rollups are read in user order (the unique index leads with user_id) and grouped
+            # as they stream: far cheaper than hashing millions of groups, which the planner
+            # picks from poor estimates. JIT compiling these statements costs more than it saves.
+            for setting in (
+                f"work_mem = '{int(settings.SCORING_WORK_MEM_MB)}MB'",
+                "enable_hashagg = off",
+                "max_parallel_workers_per_gather = 0",
+                "jit = off",
+            ):
+                self.cursor.execute(f"SET LOCAL {setting}")
+
+    def run(self, sql: str, extra: dict | None = None) -> int:
+        params = {**self.params, **(extra or {})}
+        self.cursor.execute(sql, params)
+        return self.cursor.rowcount
+
+    def scalar(self, sql: str, extra: dict | None = None) -> object:
+        self.run(sql, extra)
+        row = self.cursor.fetchone()
+        return row[0] if row else None
+
+    def count(self, table: str) -> int:
+        return int(self.scalar(f"SELECT COUNT(*) FROM {table}") or 0)
+
+    def temp(self, name: str, columns: str) -> None:
+        """Create (or empty) a temporary table that close() drops."""
+        self.cursor.execute(f"DROP TABLE IF EXISTS {name}")
+        self.cursor.execute(f"CREATE TEMPORARY TABLE {name} ({columns})")
+        if name not in self._temp_tables:
+            self._temp_tables.append(name)
+
+    def analyze(self, *names: str) -> None:
+        # Fresh temp tables have no statistics; the planner needs them to pick index lookups
+        # for a handful of changed users and hash joins for a million.
+        if self.sql.postgres:
+            for name in names:
+                self.cursor.execute(f"ANALYZE {name}")
+
+    def close(self) -> None:
+        """Drop this run's temporary tables: the connection outlives the run."""
+        for name in self._temp_tables:
+            self.cursor.execute(f"DROP TABLE IF EXISTS {name}")
+        self.cursor.close()
+
+    def weight_of(self, event_name: str) -> str:
+        """The workspace's weight of an event name (1 when unlisted), on PostgreSQL.
+
+        A lookup in a JSON object bound once per statement rather than a join: a hash join
+        with the weights would lose the user order the rollups stream in, and the planner
+        would then sort millions of rows again before the per-user aggregation. The subquery
+        that computes it ends in OFFSET 0 so that it is computed once per row, not once for
+        every reference to it in the outer aggregates.
+        """
+        return f"COALESCE(CAST(CAST(%(weights)s AS JSONB) ->> {event_name} AS INTEGER), 1)"
+
+    def load_weights(self) -> None:
+        """The workspace's event weights, as table eds_t_weight and as the %(weights)s JSON."""
+        self.temp("eds_t_weight", "event_name VARCHAR(255) PRIMARY KEY, weight INTEGER NOT NULL")
+        weights = list(self.workspace.weights.values_list("event_name", "weight"))
+        self.cursor.executemany(
+            "INSERT INTO eds_t_weight (event_name, weight) VALUES (%s, %s)", weights
+        )
+        self.params["weights"] = json.dumps(dict(weights))
+        # Adoption is a share of the workspace's weighted names: every name the product sent
+        # that is not excluded (unlisted names weigh 1).
+        self.weighted_names = int(
+            self.scalar(
+                """
+                SELECT COUNT(*) FROM engagement_eventname n
+                LEFT JOIN eds_t_weight w ON w.event_name = n.name
+                WHERE n.product_id = %(product)s AND COALESCE(w.weight, 1) > 0
+                """
+            )
+            or 0
+        )
+
+    def load_matching_accounts(self) -> None:
+        """Accounts the workspace's account filter admits (only built when a filter is set)."""
+        self.temp("eds_t_match_account", "account_id BIGINT PRIMARY KEY")
+        queryset = accounts_admitted(
+            Account.objects.filter(product_id=self.workspace.product_id),
+            self.workspace.account_filter,
+        )
+        sql, params = queryset.values("id").query.sql_with_params()
+        self.cursor.execute(f"INSERT INTO eds_t_match_account (account_id) {sql}", params)
+        self.analyze("eds_t_match_account")

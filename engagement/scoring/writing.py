@@ -1,0 +1,321 @@
+"""Writing the scores: user and account score rows, p90 and re-normalisation, percentile ranks,
+and removing the rows of users and accounts that left the workspace's scope."""
+
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+from engagement.scoring.formula import percentile_90
+from engagement.scoring.run import ScoringRun
+
+USER_VALUE_COLUMNS = (
+    "engagement_score",
+    "score_change",
+    "raw_score",
+    "active_days",
+    "events_in_window",
+    "adoption",
+    "last_seen",
+    "score_breakdown",
+    "previous_raw_score",
+    "previous_score",
+    "tenure_days",
+)
+ACCOUNT_VALUE_COLUMNS = (
+    *USER_VALUE_COLUMNS,
+    "active_users",
+    "total_users",
+    "active_user_share",
+)
+
+
+def delete_out_of_scope(run: ScoringRun, kind: str, *, among_candidates: bool = False) -> None:
+    """Drop the score rows of users (or accounts) no longer in the workspace's scope: all
+    of them after a full rescore, only changed ones after an incremental refresh."""
+    table, column = f"engagement_{kind}score", f"{kind}_id"
+    candidates = (
+        f"AND {column} IN (SELECT {column} FROM eds_t_candidate_{kind})" if among_candidates else ""
+    )
+    run.run(
+        f"""
+        DELETE FROM {table} WHERE workspace_id = %(ws)s {candidates}
+        AND NOT EXISTS (SELECT 1 FROM eds_t_scope_{kind} s WHERE s.{column} = {table}.{column})
+        """
+    )
+
+
+def write_users(run: ScoringRun) -> None:
+    """Upsert the scoped users with the current p90; renormalise_users fixes a moved p90.
+
+    A full rescore also sets every percentile rank here (it sees the whole workspace).
+    """
+    sql = run.sql
+    score = sql.score("COALESCE(u.raw, 0)", "%(p90)s")
+    previous = sql.score("COALESCE(u.previous_raw, 0)", "%(previous_p90)s")
+    adoption = (
+        f"CAST(COALESCE(u.names_used, 0) AS {sql.float}) / %(names)s" if run.weighted_names else "0"
+    )
+    started = f"COALESCE({sql.created_date('usr.traits')}, usr.first_seen_at)"
+    # An incremental refresh leaves ranks to update_ranks; a full rescore writes them here.
+    columns = [*USER_VALUE_COLUMNS, *(["percentile_rank"] if run.is_full else [])]
+    extra = {
+        "p90": run.state.p90,
+        "previous_p90": run.state.previous_p90,
+        "names": float(run.weighted_names or 1),
+    }
+    scope, in_scope, population = _in_scope(run, "user")
+    rank, rank_join = "0", ""
+    if run.is_full:
+        rank, rank_join = _rank_histogram(
+            run,
+            scored="eds_t_user u",
+            score=sql.score("u.raw", "%(p90)s"),
+            population=population,
+            score_of_row=score,
+            extra=extra,
+        )
+    inserted = [*USER_VALUE_COLUMNS, "percentile_rank"]
+    values = f"""
+        SELECT usr.id AS user_id, {score} AS engagement_score,
+            {score} - {previous} AS score_change, COALESCE(u.raw, 0) AS raw_score,
+            COALESCE(u.active_days, 0) AS active_days, COALESCE(u.events, 0)
+            AS events_in_window, {adoption} AS adoption, usr.last_seen_at AS last_seen,
+            COALESCE(u.breakdown, {sql.empty_json}) AS score_breakdown,
+            COALESCE(u.previous_raw, 0) AS previous_raw_score, {previous} AS previous_score,
+            {sql.tenure("%(today)s", started)} AS tenure_days, {rank} AS percentile_rank
+        FROM {scope}
+        LEFT JOIN eds_t_user u ON u.user_id = usr.id
+        {rank_join}
+        WHERE {in_scope}
+    """
+    insert = f"""
+        INSERT INTO engagement_userscore (workspace_id, user_id, computed_at,
+            {", ".join(inserted)})
+        SELECT %(ws)s, n.user_id, %(now)s, {", ".join(f"n.{c}" for c in inserted)}
+        FROM ({values}) n
+    """
+    if not run.is_full:
+        # A handful of changed users: one upsert.
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
+        run.run(
+            f"""
+            {insert} WHERE 1 = 1
+            ON CONFLICT (workspace_id, user_id) DO UPDATE SET {updates},
+                computed_at = excluded.computed_at
+            {sql.changed_guard("engagement_userscore", columns)}
+            """,
+            extra,
+        )
+        return
+    # A million users: an upsert would lock (and so rewrite) every existing row even when
+    # nothing changed, and checks each new row against the unique index twice. Instead:
+    # a plain insert into an empty workspace, else an update of the rows whose values
+    # changed and an insert of the users not scored yet.
+    has_rows = run.scalar("SELECT 1 FROM engagement_userscore WHERE workspace_id = %(ws)s LIMIT 1")
+    if has_rows:
+        updates = ", ".join(f"{c} = n.{c}" for c in columns)
+        run.run(
+            f"""
+            UPDATE engagement_userscore SET {updates}, computed_at = %(now)s
+            FROM ({values}) n
+            WHERE engagement_userscore.workspace_id = %(ws)s
+            AND engagement_userscore.user_id = n.user_id
+            AND {sql.row_differs("engagement_userscore", "n", columns)}
+            """,
+            extra,
+        )
+        insert += """
+            WHERE NOT EXISTS (SELECT 1 FROM engagement_userscore x
+                WHERE x.workspace_id = %(ws)s AND x.user_id = n.user_id)
+        """
+    run.run(insert, extra)
+
+
+def _in_scope(run: ScoringRun, kind: str) -> tuple[str, str, str]:
+    """FROM clause (aliased `usr` or `acc`), WHERE condition and COUNT query of the users or
+    accounts a full rescore writes: all of the product's, or those of the scope table."""
+    table, alias = ("engagement_user", "usr") if kind == "user" else ("engagement_account", "acc")
+    if run.everyone:
+        return (
+            f"{table} {alias}",
+            f"{alias}.product_id = %(product)s",
+            f"SELECT COUNT(*) FROM {table} WHERE product_id = %(product)s",
+        )
+    scope = f"eds_t_scope_{kind}"
+    return (
+        f"{scope} s JOIN {table} {alias} ON {alias}.id = s.{kind}_id",
+        "1 = 1",
+        f"SELECT COUNT(*) FROM {scope}",
+    )
+
+
+def _rank_histogram(
+    run: ScoringRun, *, scored: str, score: str, population: str, score_of_row: str, extra: dict
+) -> tuple[str, str]:
+    """The percentile rank of every score a full rescore is about to write, as the column
+    expression and the join that bring it to a row whose score is `score_of_row`.
+
+    A rank depends only on the score and the workspace's score histogram (100 x rows
+    scoring lower / (rows - 1)), so it comes from a histogram of at most 101 rows (eds_t_rank)
+    instead of a window over a million wide rows. `scored` holds the rows with a computed
+    score; the rest of the `population` (a COUNT query) score 0.
+    """
+    run.temp("eds_t_rank", f"score {run.sql.float} PRIMARY KEY, pr {run.sql.float}")
+    rank = run.sql.percentile_rank()
+    run.run(
+        f"""
+        INSERT INTO eds_t_rank (score, pr)
+        SELECT s, {rank} FROM (
+            SELECT s, SUM(c) AS c FROM (
+                SELECT {score} AS s, COUNT(*) AS c FROM {scored} GROUP BY {score}
+                UNION ALL
+                SELECT 0, ({population}) - (SELECT COUNT(*) FROM {scored})
+            ) parts GROUP BY s
+        ) h WHERE c > 0
+        """,
+        extra,
+    )
+    return "COALESCE(rk.pr, 0)", f"LEFT JOIN eds_t_rank rk ON rk.score = {score_of_row}"
+
+
+def percentiles(
+    run: ScoringRun, table: str, raw: str, previous_raw: str, where: str = "1 = 1"
+) -> tuple[float, float]:
+    """p90 of the non-zero raw scores, now and one period earlier, in one pass."""
+    if run.sql.postgres:
+        run.run(
+            f"""
+            SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY {raw})
+                    FILTER (WHERE {raw} > 0),
+                percentile_cont(0.9) WITHIN GROUP (ORDER BY {previous_raw})
+                    FILTER (WHERE {previous_raw} > 0)
+            FROM {table} WHERE {where}
+            """
+        )
+        now, before = run.cursor.fetchone()
+        return float(now or 0), float(before or 0)
+    run.run(f"SELECT {raw}, {previous_raw} FROM {table} WHERE {where}")
+    rows = run.cursor.fetchall()
+    return (
+        percentile_90([row[0] for row in rows if row[0] > 0]),
+        percentile_90([row[1] for row in rows if row[1] > 0]),
+    )
+
+
+def renormalise_users(run: ScoringRun) -> None:
+    """p90 may have moved: rescore the rows whose rounded score changes with it."""
+    ws = "workspace_id = %(ws)s"
+    run.temp("eds_t_rescored", "user_id BIGINT PRIMARY KEY, score INTEGER, previous INTEGER")
+    p90s = percentiles(run, "engagement_userscore", "raw_score", "previous_raw_score", ws)
+    if p90s == (run.state.p90, run.state.previous_p90):
+        return  # write_users already scored the changed users against these values
+    run.state.p90, run.state.previous_p90 = p90s
+    score = run.sql.score("raw_score", "%(p90)s")
+    previous = run.sql.score("previous_raw_score", "%(previous_p90)s")
+    extra = {"p90": run.state.p90, "previous_p90": run.state.previous_p90}
+    run.run(
+        f"""
+        INSERT INTO eds_t_rescored (user_id, score, previous)
+        SELECT user_id, {score}, {previous} FROM engagement_userscore
+        WHERE {ws} AND (engagement_score <> {score} OR previous_score <> {previous}
+            OR score_change <> {score} - {previous})
+        """,
+        extra,
+    )
+    run.run(
+        """
+        UPDATE engagement_userscore SET engagement_score = r.score,
+            previous_score = r.previous, score_change = r.score - r.previous,
+            computed_at = %(now)s
+        FROM eds_t_rescored r
+        WHERE engagement_userscore.workspace_id = %(ws)s
+        AND engagement_userscore.user_id = r.user_id
+        """
+    )
+
+
+def update_ranks(run: ScoringRun, table: str) -> None:
+    """percentile_rank = 100 * (rows scoring lower) / (rows - 1), to one decimal.
+
+    It depends only on a row's score and the workspace's score histogram, so one pass
+    over the histogram rewrites only the rows whose rank moved.
+    """
+    if run.sql.postgres:
+        # A histogram of at most 101 scores: hashing is the right plan here.
+        run.cursor.execute("SET LOCAL enable_hashagg = on")
+    rank = run.sql.percentile_rank()
+    run.run(
+        f"""
+        UPDATE {table} SET percentile_rank = r.pr
+        FROM (
+            SELECT s, {rank} AS pr FROM (
+                SELECT engagement_score AS s, COUNT(*) AS c FROM {table}
+                WHERE workspace_id = %(ws)s GROUP BY engagement_score) h
+        ) r
+        WHERE {table}.workspace_id = %(ws)s AND {table}.engagement_score = r.s
+        AND {table}.percentile_rank <> r.pr
+        """
+    )
+    if run.sql.postgres:
+        run.cursor.execute("SET LOCAL enable_hashagg = off")
+
+
+def write_accounts(run: ScoringRun) -> None:
+    sql = run.sql
+    score = f"{sql.round_half_up('COALESCE(mb.mean, 0)')}"
+    previous = f"{sql.round_half_up('COALESCE(mb.previous_mean, 0)')}"
+    adoption = (
+        f"CAST(COALESCE(a.names_used, 0) AS {sql.float}) / %(names)s" if run.weighted_names else "0"
+    )
+    started = f"COALESCE({sql.created_date('acc.traits')}, mb.first_seen, acc.created_at)"
+    share = (
+        f"(CASE WHEN COALESCE(mb.total, 0) = 0 THEN 0 "
+        f"ELSE CAST(mb.active AS {sql.float}) / mb.total END)"
+    )
+    extra = {"names": float(run.weighted_names or 1)}
+    scope, in_scope, population = _in_scope(run, "account")
+    rank, rank_join = "0", ""
+    if run.is_full:
+        rank, rank_join = _rank_histogram(
+            run,
+            scored="eds_t_account_members mb",
+            score=sql.round_half_up("mb.mean"),
+            population=population,
+            score_of_row=score,
+            extra=extra,
+        )
+    columns = [
+        *(c for c in ACCOUNT_VALUE_COLUMNS if c != "last_seen"),
+        *(["percentile_rank"] if run.is_full else []),
+    ]
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
+    # Last seen survives the window: an older value is kept when no event is in the window.
+    last_seen = (
+        "last_seen = CASE WHEN excluded.last_seen IS NULL "
+        "THEN engagement_accountscore.last_seen "
+        "WHEN engagement_accountscore.last_seen IS NULL "
+        "OR excluded.last_seen > engagement_accountscore.last_seen "
+        "THEN excluded.last_seen ELSE engagement_accountscore.last_seen END"
+    )
+    run.run(
+        f"""
+        INSERT INTO engagement_accountscore (workspace_id, account_id, engagement_score,
+            score_change, raw_score, percentile_rank, active_days, events_in_window,
+            adoption, last_seen, score_breakdown, computed_at, previous_raw_score,
+            previous_score, tenure_days, active_users, total_users, active_user_share)
+        SELECT %(ws)s, acc.id, {score}, {score} - {previous}, COALESCE(a.raw, 0),
+            {rank}, COALESCE(a.active_days, 0), COALESCE(a.events, 0), {adoption},
+            a.last_at, COALESCE(a.breakdown, {sql.empty_json}), %(now)s,
+            COALESCE(a.previous_raw, 0), {previous}, {sql.tenure("%(today)s", started)},
+            COALESCE(mb.active, 0), COALESCE(mb.total, 0), {share}
+        FROM {scope}
+        LEFT JOIN eds_t_account a ON a.account_id = acc.id
+        LEFT JOIN eds_t_account_members mb ON mb.account_id = acc.id
+        {rank_join}
+        WHERE {in_scope}
+        ON CONFLICT (workspace_id, account_id) DO UPDATE SET {updates}, {last_seen},
+            computed_at = excluded.computed_at
+        {sql.changed_guard("engagement_accountscore", [*columns, "last_seen"])}
+        """,
+        extra,
+    )
