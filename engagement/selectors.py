@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from typing import Generic, TypeVar
 
 from django.conf import settings
@@ -16,8 +16,6 @@ from django.core.cache import cache
 from django.db import connections, router
 from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast, Lower
-from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
 
 from engagement.models import (
     Account,
@@ -35,8 +33,6 @@ from engagement.stored_json import json_for_reading
 
 T = TypeVar("T")
 
-# Traits that carry when a user or an account was created, as recommended by the specification.
-CREATED_AT_TRAITS = ("createdAt", "created_at")
 USER_MATCH_TYPES = ("email", "tracking_id")
 
 
@@ -510,48 +506,3 @@ def segment_memberships_by_target(
     ):
         found.setdefault(getattr(member, key), []).append(member)
     return found
-
-
-# --- Derived metrics --------------------------------------------------------------------------
-
-
-def _parse_moment(value: object) -> datetime | None:
-    """A createdAt trait: ISO 8601 date or datetime, or Unix milliseconds."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        try:
-            return datetime.fromtimestamp(value / 1000, tz=timezone.get_current_timezone())
-        except (OverflowError, OSError, ValueError):
-            return None
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = parse_datetime(value)
-    except ValueError:
-        moment = None
-    if moment is None:
-        try:
-            day: date | None = parse_date(value)
-        except ValueError:
-            day = None
-        if day is None:
-            return None
-        moment = datetime(day.year, day.month, day.day)
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment, timezone.get_current_timezone())
-    return moment
-
-
-def tenure_days(*, traits: dict, first_seen: datetime | None, now: datetime | None = None) -> int:
-    """Whole days since the `createdAt` (or `created_at`) trait, else since first seen (>= 0)."""
-    started = None
-    for name in CREATED_AT_TRAITS:
-        if name in traits:
-            started = _parse_moment(traits[name])
-            if started is not None:
-                break
-    started = started or first_seen
-    if started is None:
-        return 0
-    return max(((now or timezone.now()) - started).days, 0)

@@ -16,13 +16,13 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from engagement.models import Account, User
+from engagement.scoring import tenure_days
 from engagement.selectors import (
     USER_MATCH_TYPES,
     read_account_filter,
     read_conditions,
     read_traits,
     score_computed_at,
-    tenure_days,
 )
 from readapi.pagination import DEFAULT_LIMIT, MAX_LIMIT
 

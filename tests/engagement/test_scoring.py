@@ -13,7 +13,6 @@ from engagement.models import (
 )
 from engagement.scoring import (
     percentile_90,
-    score_from_raw,
     scoring_window,
     workspace_refresh,
     workspace_refresh_is_due,
@@ -67,24 +66,6 @@ def test_p90_interpolates_between_closest_ranks():
     assert percentile_90([5]) == 5
     assert percentile_90([]) == 0
     assert percentile_90(list(range(1, 11))) == pytest.approx(9.1)
-
-
-def test_score_rounds_half_up_and_never_below_one():
-    assert score_from_raw(raw=1, p90=200) == 1  # 0.5 rounds up to 1
-    assert score_from_raw(raw=1, p90=1000) == 1  # 0.1 is still at least 1
-    assert score_from_raw(raw=0, p90=10) == 0
-    assert score_from_raw(raw=30, p90=10) == 100
-
-
-def test_an_exact_half_rounds_up_whatever_floating_point_makes_of_p90():
-    # 100 x 23 / 36.8 = 62.5 exactly, but interpolation computes 36.8 as 36.800000000000004 (or,
-    # in PostgreSQL over other values, 36.80000000000007): the ratio falls a hair below 62.5.
-    assert score_from_raw(raw=23, p90=36.800000000000004) == 63
-    assert score_from_raw(raw=23, p90=36.80000000000007) == 63
-    assert score_from_raw(raw=3, p90=8) == 38  # 37.5
-    # A ratio that really is below the half still rounds down: 100 x 125 / 200.0000008 =
-    # 62.49999975.
-    assert score_from_raw(raw=125, p90=200.0000008) == 62
 
 
 def test_window_is_the_lookback_days_ending_today():
