@@ -9,6 +9,7 @@ class ApiTokenAddForm(forms.ModelForm):
     scopes = forms.MultipleChoiceField(
         choices=Scope.choices,
         initial=[Scope.READ],
+        required=False,  # every token reads, whatever is ticked
         widget=forms.CheckboxSelectMultiple,
         help_text="Every token reads; delete also erases users and accounts.",
     )

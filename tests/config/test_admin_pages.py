@@ -27,6 +27,7 @@ from django_celery_beat.models import (
 import engagement.admin
 import ingestion.admin
 import readapi.admin
+from engagement.erasure import erasure_request
 from engagement.models import Segment, SegmentMember
 from engagement.scoring import workspace_rescore
 from ingestion.models import AcceptedRequest, DroppedRequest
@@ -95,6 +96,16 @@ def objects(acme, globex, admin_user, client, settings):
         identify("u1", {"name": "Ada", "email": "ada@example.com"}),
         group("u1", "A1", {"name": "Acme Corp", "domain": "acme.test", "am.status": "active"}),
         track("u1", "Login", account="A1"),
+        identify("u2", {"name": "Bo", "email": "bo@example.com"}),
+    )
+    # An erasure asked with suppression: its record and the suppression it leaves.
+    erasure_request(
+        product_id=acme.product.id,
+        kind="user",
+        target_id=acme.product.users.get(tracking_id="u2").id,
+        suppress=True,
+        via="admin",
+        admin_user_id=admin_user.id,
     )
     workspace_rescore(workspace_id=acme.workspace.id)
     segment = Segment.objects.create(workspace=acme.workspace, name="All", target="accounts")
@@ -146,6 +157,8 @@ def test_every_registered_model_is_covered_here():
         "engagement.user",
         "engagement.account",
         "engagement.segmentmember",
+        "engagement.erasure",
+        "engagement.suppression",
         "ingestion.droppedrequest",
         "ingestion.acceptedrequest",
         "ingestion.seenmessage",
