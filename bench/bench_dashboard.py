@@ -94,6 +94,7 @@ def main() -> int:
         # What autovacuum does soon after: the planner then knows a segment's size.
         cursor.execute("ANALYZE engagement_segmentmember")
         cursor.execute("ANALYZE engagement_accountscore")
+        cursor.execute("ANALYZE engagement_userscore")
     people = get_user_model().objects
     person = people.filter(username="bench").first() or people.create_superuser(
         "bench", "bench@example.com", "bench-passw0rd!"

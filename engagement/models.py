@@ -423,6 +423,13 @@ class SegmentMember(models.Model):
                 name="segment_member_one_target",
             ),
         ]
+        indexes = [
+            # The segment page lists members most recent first: a page reads 50 entries, not
+            # every member (and every account and user they join to).
+            models.Index(
+                fields=["segment", "-joined_at", "id"], name="segment_member_recent_idx"
+            ),
+        ]
 
 
 class SegmentMembershipChange(models.Model):
