@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from django.conf import settings
 from django.core.cache import cache
 from django.db import connections, router
 from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery, TextField
@@ -151,9 +150,12 @@ def workspace_default_for_product(*, product_id: int) -> Workspace | None:
     return _workspaces(product_id).order_by("id").first()
 
 
-def workspace_stats(*, workspace: Workspace) -> WorkspaceStats:
+def workspace_stats(*, workspace: Workspace, counts_cache_seconds: int = 0) -> WorkspaceStats:
     """How many users and accounts the workspace covers (what its lists page through)."""
-    return WorkspaceStats(users=_user_parts(workspace)[1], accounts=_account_parts(workspace)[2])
+    return WorkspaceStats(
+        users=_user_parts(workspace, counts_cache_seconds)[1],
+        accounts=_account_parts(workspace, counts_cache_seconds)[2],
+    )
 
 
 # --- Accounts ---------------------------------------------------------------------------------
@@ -170,14 +172,13 @@ def _unscored_accounts(workspace: Workspace) -> QuerySet[Account]:
     return _accounts_in_workspace(workspace).filter(~Exists(scored))
 
 
-def _cached(key: str, workspace: Workspace, compute: Callable[[], T]) -> T:
-    """A whole-workspace figure (counts, rank bookmarks), cached READ_API_COUNTS_CACHE_SECONDS.
+def _cached(key: str, workspace: Workspace, compute: Callable[[], T], seconds: int) -> T:
+    """A whole-workspace figure (counts, rank bookmarks), cached for `seconds` (0: not cached).
 
     Counting 100,000 rows costs more than serving the page itself, and the scores behind a ranked
     list refresh about once a minute anyway, so a figure a few seconds old is the better trade.
     Saving the workspace (new settings) or a score refresh starts afresh.
     """
-    seconds = getattr(settings, "READ_API_COUNTS_CACHE_SECONDS", 0)
     if seconds <= 0:
         return compute()
     # A refresh moves accounts and users from "not scored yet" to "scored": a split counted before
@@ -208,7 +209,9 @@ ORDER BY position
 """
 
 
-def _rank_bookmarks(model: type[ScoreFields], target: str, workspace: Workspace) -> list:
+def _rank_bookmarks(
+    model: type[ScoreFields], target: str, workspace: Workspace, cache_seconds: int
+) -> list:
     """[(score, target id)] at rank positions 0, BOOKMARK_EVERY, 2 * BOOKMARK_EVERY, ..."""
 
     def compute() -> list[tuple[int, int]]:
@@ -219,11 +222,17 @@ def _rank_bookmarks(model: type[ScoreFields], target: str, workspace: Workspace)
             cursor.execute(sql, [workspace.id, BOOKMARK_EVERY])
             return [tuple(row) for row in cursor.fetchall()]
 
-    return _cached(f"bookmarks:{model._meta.model_name}:{BOOKMARK_EVERY}", workspace, compute)
+    key = f"bookmarks:{model._meta.model_name}:{BOOKMARK_EVERY}"
+    return _cached(key, workspace, compute, cache_seconds)
 
 
 def _ranked_window(
-    model: type[ScoreFields], target: str, workspace: Workspace, offset: int, limit: int
+    model: type[ScoreFields],
+    target: str,
+    workspace: Workspace,
+    offset: int,
+    limit: int,
+    cache_seconds: int,
 ) -> QuerySet | list[int]:
     """The target ids (account_id or user_id) at rank positions [offset, offset + limit).
 
@@ -233,9 +242,9 @@ def _ranked_window(
     """
     scores = model.objects.filter(workspace_id=workspace.id)
     ranked = scores.order_by("-engagement_score", target)
-    if offset < BOOKMARK_EVERY or getattr(settings, "READ_API_COUNTS_CACHE_SECONDS", 0) <= 0:
+    if offset < BOOKMARK_EVERY or cache_seconds <= 0:
         return ranked.values(target)[offset : offset + limit]
-    bookmarks = _rank_bookmarks(model, target, workspace)
+    bookmarks = _rank_bookmarks(model, target, workspace, cache_seconds)
     index = offset // BOOKMARK_EVERY
     if index >= len(bookmarks):  # the ranking grew shorter since the bookmarks were taken
         return ranked.values(target)[offset : offset + limit]
@@ -256,7 +265,7 @@ def _ranked_window(
     return ids[skip:]
 
 
-def _account_parts(workspace: Workspace) -> tuple[int, int, int]:
+def _account_parts(workspace: Workspace, cache_seconds: int) -> tuple[int, int, int]:
     """(scored, not yet scored, total) account counts of a workspace.
 
     Without an account filter every product account belongs to the workspace, so the accounts not
@@ -272,19 +281,24 @@ def _account_parts(workspace: Workspace) -> tuple[int, int, int]:
             unscored = max(product_total - scored, 0)
         return scored, unscored, scored + unscored
 
-    return _cached("accounts", workspace, count)
+    return _cached("accounts", workspace, count, cache_seconds)
 
 
-def account_list_ranked(*, workspace: Workspace, offset: int, limit: int) -> Page[AccountScore]:
+def account_list_ranked(
+    *, workspace: Workspace, offset: int, limit: int, counts_cache_seconds: int = 0
+) -> Page[AccountScore]:
     """Accounts by engagement score (highest first, ties by id); not yet scored ones last, by id.
 
     Each item is the account's score row with `.account` loaded (unsaved and all zeros when the
-    engine has not scored the account yet).
+    engine has not scored the account yet). The total and the rank bookmarks of deep pages are
+    cached for `counts_cache_seconds`, the staleness the caller accepts (0: always counted).
     """
-    scored, unscored, total = _account_parts(workspace)
+    scored, unscored, total = _account_parts(workspace, counts_cache_seconds)
     items: list[AccountScore] = []
     if offset < scored:
-        window = _ranked_window(AccountScore, "account_id", workspace, offset, limit)
+        window = _ranked_window(
+            AccountScore, "account_id", workspace, offset, limit, counts_cache_seconds
+        )
         rows = AccountScore.objects.filter(
             workspace_id=workspace.id, account_id__in=window
         ).select_related("account")
@@ -368,7 +382,7 @@ def _with_account_scores(
 # --- Users ------------------------------------------------------------------------------------
 
 
-def _user_parts(workspace: Workspace) -> tuple[int, int]:
+def _user_parts(workspace: Workspace, cache_seconds: int) -> tuple[int, int]:
     """(scored, total) user counts of a workspace: every user of the product belongs to it."""
 
     def count() -> tuple[int, int]:
@@ -376,19 +390,26 @@ def _user_parts(workspace: Workspace) -> tuple[int, int]:
         total = User.objects.filter(product_id=workspace.product_id).count()
         return scored, max(total, scored)
 
-    return _cached("users", workspace, count)
+    return _cached("users", workspace, count, cache_seconds)
 
 
 def _zero_user_score(workspace: Workspace, user: User) -> UserScore:
     return UserScore(workspace=workspace, user=user)
 
 
-def user_list_ranked(*, workspace: Workspace, offset: int, limit: int) -> Page[UserScore]:
-    """Users by engagement score (highest first, ties by id); not yet scored ones last, by id."""
-    scored, total = _user_parts(workspace)
+def user_list_ranked(
+    *, workspace: Workspace, offset: int, limit: int, counts_cache_seconds: int = 0
+) -> Page[UserScore]:
+    """Users by engagement score (highest first, ties by id); not yet scored ones last, by id.
+
+    Caches its total and rank bookmarks as account_list_ranked does.
+    """
+    scored, total = _user_parts(workspace, counts_cache_seconds)
     items: list[UserScore] = []
     if offset < scored:
-        window = _ranked_window(UserScore, "user_id", workspace, offset, limit)
+        window = _ranked_window(
+            UserScore, "user_id", workspace, offset, limit, counts_cache_seconds
+        )
         rows = UserScore.objects.filter(
             workspace_id=workspace.id, user_id__in=window
         ).select_related("user")

@@ -5,6 +5,7 @@ a view gets workspaces, accounts, users and segments only through its `scoped_*`
 always filter by the token's product, so an id of another product answers 404.
 """
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -150,7 +151,9 @@ class WorkspaceDetailView(ReadApiView):
         workspace = self.scoped_workspace(workspace_id)
         stats = None
         if "stats" in params.get("expand", ()):
-            stats = selectors.workspace_stats(workspace=workspace)
+            stats = selectors.workspace_stats(
+                workspace=workspace, counts_cache_seconds=settings.READ_API_COUNTS_CACHE_SECONDS
+            )
         return Response(s.WorkspaceSerializer(workspace, context=self.context(stats=stats)).data)
 
 
@@ -181,7 +184,10 @@ class AccountListView(AccountPageMixin, ReadApiView):
         params = self.params(s.AccountListQuery)
         workspace = self.scoped_workspace(params["workspace_id"])
         page = selectors.account_list_ranked(
-            workspace=workspace, offset=params["offset"], limit=params["limit"]
+            workspace=workspace,
+            offset=params["offset"],
+            limit=params["limit"],
+            counts_cache_seconds=settings.READ_API_COUNTS_CACHE_SECONDS,
         )
         return self.account_page(workspace, page, params)
 
@@ -264,7 +270,11 @@ class UserListView(ReadApiView):
                 **window,
             )
         else:
-            page = selectors.user_list_ranked(workspace=workspace, **window)
+            page = selectors.user_list_ranked(
+                workspace=workspace,
+                counts_cache_seconds=settings.READ_API_COUNTS_CACHE_SECONDS,
+                **window,
+            )
         expand = params.get("expand", set())
         segments = {}
         if "segments" in expand:
