@@ -61,6 +61,9 @@ MARKED_CHANGE = 10
 # Whole-workspace figures (counts over a million score rows) are cached this long, about as
 # often as scores refresh. A change of the workspace's settings starts afresh.
 OVERVIEW_CACHE_SECONDS = 60
+# The account list's total and rank bookmarks are counted over every score row: reused this long
+# (a score refresh starts afresh), so paging does not count them again on each page.
+LIST_COUNTS_CACHE_SECONDS = 10
 TOP_EVENTS = 10
 TOP_MOVERS = 5
 # How the account list can be ordered: key -> the annotation it sorts on. Ties by id.
@@ -184,7 +187,7 @@ def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
     workspace's window, and the accounts whose score moved most since the previous period."""
 
     def compute() -> WorkspaceOverview:
-        stats = workspace_stats(workspace=workspace)
+        stats = workspace_stats(workspace=workspace, counts_cache_seconds=LIST_COUNTS_CACHE_SECONDS)
         events_per_day, top_events = _events(workspace, _days(workspace.lookback_days))
         return WorkspaceOverview(
             accounts=stats.accounts,
@@ -354,7 +357,12 @@ def account_list_page(
     """
     offset = (page - 1) * per_page
     if query.is_plain_ranking:
-        ranked = account_list_ranked(workspace=workspace, offset=offset, limit=per_page)
+        ranked = account_list_ranked(
+            workspace=workspace,
+            offset=offset,
+            limit=per_page,
+            counts_cache_seconds=LIST_COUNTS_CACHE_SECONDS,
+        )
         rows = [_ranked_row(item) for item in ranked.items]
         return AccountListPage(rows=rows, total=ranked.total, page=page, per_page=per_page)
     if query.segment_id is not None and not query.search.strip() and query.sort == "score":
