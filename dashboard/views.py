@@ -327,39 +327,50 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def _subject_context(*, traits: dict, score, days: int, history, activity) -> dict:
+    """What an account's and a user's page share: score, charts, breakdown and traits."""
+    own, license_ = overview.split_traits(traits)
+    return {
+        "score": score,
+        "days": days,
+        "spans": HISTORY_SPANS,
+        "history_chart": _score_chart(history, days),
+        "activity_chart": _day_chart(
+            "activity-chart", f"Events per day, last {days} days", activity, "Events"
+        ),
+        "breakdown": score.score_breakdown or [],
+        "own_traits": own,
+        "license_traits": license_,
+        "marked": overview.MARKED_CHANGE,
+    }
+
+
 class AccountView(WorkspaceView):
     template_name = "dashboard/account.html"
 
     def get(self, request: HttpRequest, account_id: int) -> HttpResponse:
         account = self.scoped_account(account_id)
-        score = selectors.account_score_get(workspace=self.workspace, account=account)
         days = _span(request)
-        history = account_score_history(
-            workspace_id=self.workspace.id, account_id=account.id, days=days
-        )
-        activity = overview.account_activity(account=account, days=days)
         traits = selectors.read_traits(account)
-        own, license_ = overview.split_traits(traits)
+        shared = _subject_context(
+            traits=traits,
+            score=selectors.account_score_get(workspace=self.workspace, account=account),
+            days=days,
+            history=account_score_history(
+                workspace_id=self.workspace.id, account_id=account.id, days=days
+            ),
+            activity=overview.account_activity(account=account, days=days),
+        )
         segments = selectors.segment_memberships_by_target(
             workspace=self.workspace, account_ids=[account.id]
         ).get(account.id, [])
         return self.render(
             {
+                **shared,
                 "account": account,
                 "name": traits.get("name") or account.tracking_id,
-                "score": score,
-                "days": days,
-                "spans": HISTORY_SPANS,
-                "history_chart": _score_chart(history, days),
-                "activity_chart": _day_chart(
-                    "activity-chart", f"Events per day, last {days} days", activity, "Events"
-                ),
-                "breakdown": score.score_breakdown or [],
                 "users": overview.account_users(workspace=self.workspace, account=account),
                 "segments": segments,
-                "own_traits": own,
-                "license_traits": license_,
-                "marked": overview.MARKED_CHANGE,
             }
         )
 
@@ -369,32 +380,24 @@ class UserView(WorkspaceView):
 
     def get(self, request: HttpRequest, user_id: int) -> HttpResponse:
         user = self.scoped_user(user_id)
-        score = selectors.user_score_get(workspace=self.workspace, user=user)
         days = _span(request)
-        history = user_score_history(workspace_id=self.workspace.id, user_id=user.id, days=days)
-        activity = overview.user_activity(user=user, days=days)
-        traits = selectors.read_traits(user)
-        own, license_ = overview.split_traits(traits)
+        shared = _subject_context(
+            traits=selectors.read_traits(user),
+            score=selectors.user_score_get(workspace=self.workspace, user=user),
+            days=days,
+            history=user_score_history(workspace_id=self.workspace.id, user_id=user.id, days=days),
+            activity=overview.user_activity(user=user, days=days),
+        )
         segments = selectors.segment_memberships_by_target(
             workspace=self.workspace, user_ids=[user.id]
         ).get(user.id, [])
         return self.render(
             {
+                **shared,
                 "subject": user,
                 "name": overview.user_label(user) or user.tracking_id,
-                "score": score,
-                "days": days,
-                "spans": HISTORY_SPANS,
-                "history_chart": _score_chart(history, days),
-                "activity_chart": _day_chart(
-                    "activity-chart", f"Events per day, last {days} days", activity, "Events"
-                ),
-                "breakdown": score.score_breakdown or [],
                 "accounts": overview.user_accounts(workspace=self.workspace, user=user),
                 "segments": segments,
-                "own_traits": own,
-                "license_traits": license_,
-                "marked": overview.MARKED_CHANGE,
             }
         )
 
