@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, date, datetime, time, timedelta
 
+from celery import current_app
 from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
@@ -65,6 +66,9 @@ def _target_model(kind: str) -> type[User] | type[Account]:
     return User if kind == Erasure.Kind.USER else Account
 
 
+ERASURE_TASK = "engagement.tasks.erasure_run_task"
+
+
 def erasure_request(
     *,
     product_id: int,
@@ -77,8 +81,8 @@ def erasure_request(
 ) -> Erasure:
     """Record an erasure of the product's user or account (ErasureTargetMissing if it has
     none with that id), suppress its tracking id at once if asked, and queue the work."""
-    from engagement.tasks import erasure_run_task  # the tasks module imports this one
-
+    # By name from Celery's registry: engagement.tasks imports this module, not the reverse.
+    erasure_run_task = current_app.tasks[ERASURE_TASK]
     with transaction.atomic():
         target = _target_model(kind).objects.filter(product_id=product_id, id=target_id).first()
         if target is None:
