@@ -18,7 +18,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -26,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.databases import ensure_migrated_database  # noqa: E402 (after the path is set)
 
 DATABASE_URL = os.environ.get(
     "BENCH_SEGMENT_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/eds_bench_seg"
@@ -36,21 +37,7 @@ SINGLE_CALLS = 20_000
 
 
 def ensure_database() -> None:
-    import psycopg
-
-    name = DATABASE_URL.rsplit("/", 1)[1]
-    admin_url = DATABASE_URL.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    env = {**os.environ, "DATABASE_URL": DATABASE_URL}
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
+    ensure_migrated_database(DATABASE_URL)
 
 
 def sdk_batch(user_count: int = 500) -> dict:
