@@ -13,13 +13,21 @@ from marketplace.models import MarketplaceConnection
 
 SYNC_RUNS = Counter(
     "eds_marketplace_syncs_total",
-    "Marketplace sync runs closed, by outcome (succeeded, failed, unauthorized, stopped).",
+    "Marketplace sync runs closed, by outcome (succeeded, failed, unauthorized, stopped by the "
+    "worker; superseded, disconnected, abandoned when closed elsewhere).",
     ["outcome"],
 )
 
+# Runs closed outside a worker, labelled by why: their stored outcome (stopped or failed) is
+# also what a worker records for the marketplace's own refusals, which an alert must tell apart.
+SUPERSEDED = "superseded"  # the connection's details were saved again
+DISCONNECTED = "disconnected"
+ABANDONED = "abandoned"  # its worker or its task died (the dead-run sweep, or the next request)
 
-def sync_run_finished(outcome: str) -> None:
-    SYNC_RUNS.labels(outcome).inc()
+
+def sync_run_finished(outcome: str, runs: int = 1) -> None:
+    if runs:
+        SYNC_RUNS.labels(outcome).inc(runs)
 
 
 class ConnectionCollector(Collector):

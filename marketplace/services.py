@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 from django_celery_beat.models import IntervalSchedule, PeriodicTask, PeriodicTasks
 
+from marketplace import metrics
 from marketplace.client import (
     App,
     MarketplaceClient,
@@ -142,7 +143,11 @@ def connection_configure(
         connection.last_error = ""
         connection.last_error_at = None
         connection.save()
-        _runs_close_open(connection.id, "Superseded: the connection details were saved again.")
+        _runs_close_open(
+            connection.id,
+            "Superseded: the connection details were saved again.",
+            metrics.SUPERSEDED,
+        )
         connection_schedule_keep_in_step(connection)
         connection_sync_request(connection_id=connection.id, trigger=SyncRun.Trigger.CONNECTED)
     return connection
@@ -165,7 +170,9 @@ def connections_disconnect(*, connection_ids: list[int]) -> int:
             connection.state = State.DISCONNECTED
             connection.state_changed_at = now
             connection.api_token = ""
-            _runs_close_open(connection.id, "Stopped: the connection was disconnected.")
+            _runs_close_open(
+                connection.id, "Stopped: the connection was disconnected.", metrics.DISCONNECTED
+            )
         MarketplaceConnection.objects.bulk_update(
             connections, ["state", "state_changed_at", "api_token"]
         )
@@ -298,6 +305,7 @@ def _run_close_dead(run: SyncRun, reason: str) -> None:
         MarketplaceConnection.objects.filter(id=run.connection_id).update(
             last_error=reason, last_error_at=now
         )
+        metrics.sync_run_finished(metrics.ABANDONED)
 
 
 def sync_runs_close_dead() -> int:
@@ -365,7 +373,8 @@ def connection_sync_request(*, connection_id: int, trigger: str) -> SyncRequest:
     return SyncRequest(run.id, True, "Sync started.")
 
 
-def _runs_close_open(connection_id: int, reason: str) -> None:
-    SyncRun.objects.filter(connection_id=connection_id, outcome__in=SyncRun.OPEN).update(
+def _runs_close_open(connection_id: int, reason: str, counted_as: str) -> None:
+    closed = SyncRun.objects.filter(connection_id=connection_id, outcome__in=SyncRun.OPEN).update(
         outcome=Outcome.STOPPED, error=reason, finished_at=timezone.now(), retry_at=None
     )
+    metrics.sync_run_finished(counted_as, closed)

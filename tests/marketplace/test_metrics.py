@@ -1,9 +1,13 @@
 """Marketplace's metrics: runs counted by how they ended, each connection's state as a gauge
 per state, and its last successful sync time."""
 
+from datetime import timedelta
+
+from django.utils import timezone
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from marketplace import services, sync
 from marketplace.metrics import ConnectionCollector
 from marketplace.models import MarketplaceConnection, SyncRun
 from tests.marketplace.conftest import (
@@ -72,3 +76,32 @@ def test_a_connection_that_needs_authentication_shows_in_its_state(acme, mocked)
     }
     last = {"product": product}
     assert registry.get_sample_value("eds_marketplace_last_success_timestamp_seconds", last) is None
+
+
+def test_runs_closed_by_disconnect_or_by_saving_the_details_again_are_counted(acme, mocked):
+    before = {outcome: runs(outcome) for outcome in ("superseded", "disconnected")}
+    connection = connect(acme)  # its first run waits for a worker
+    connect(acme)  # saved again: that run is closed, another starts
+
+    assert services.connections_disconnect(connection_ids=[connection.id]) == 1
+
+    outcomes = SyncRun.objects.filter(connection=connection).values_list("outcome", flat=True)
+    assert list(outcomes) == [SyncRun.Outcome.STOPPED] * 2
+    assert runs("superseded") == before["superseded"] + 1
+    assert runs("disconnected") == before["disconnected"] + 1
+
+
+def test_a_run_whose_worker_died_is_counted_as_abandoned_when_the_sweep_closes_it(acme, mocked):
+    connection = connect(acme)
+    run = SyncRun.objects.get(connection=connection)
+    assert sync.lease_acquire(connection.id, "dead-worker")
+    past = timezone.now() - timedelta(seconds=1)
+    SyncRun.objects.filter(id=run.id).update(heartbeat_at=past, retry_at=past)
+    MarketplaceConnection.objects.filter(id=connection.id).update(sync_lease_until=past)
+    before = runs("abandoned")
+
+    assert services.sync_runs_close_dead() == 1
+
+    assert runs("abandoned") == before + 1
+    assert services.sync_runs_close_dead() == 0
+    assert runs("abandoned") == before + 1
