@@ -12,7 +12,9 @@ Computing D after D one window at a time would read the rollups once per day. In
 (user, day) total enters the raw score on its day and leaves it `lookback` days later: one pass
 turns the rollups into these changes, a running sum over each user's changes gives the raw score
 from one change to the next, and each such stretch becomes one row per day it covers. A month of
-history for a million users is then one pass over a month and a lookback of rollups.
+history for a million users is then one pass over a month and a lookback of rollups. A day or two
+(the daily step) sums each day's window straight from the rollups instead, users and accounts in
+the same pass.
 """
 
 # SQL here is assembled from fixed table and column names and dialect snippets; every value is
@@ -31,24 +33,8 @@ from engagement.models import Account, Workspace
 from engagement.scoring import Dialect, percentile_90
 from engagement.segments import accounts_admitted
 
-# Ranges shorter than this many days sum each day's window directly.
+# Ranges shorter than this many days sum each day's window straight from the rollups.
 DIRECT_SUM_DAYS = 3
-
-_TEMP_TABLES = (
-    "eds_h_weight",
-    "eds_h_match_account",
-    "eds_h_scope_user",
-    "eds_h_day",
-    "eds_h_user_points",
-    "eds_h_user_change",
-    "eds_h_user_day",
-    "eds_h_p90",
-    "eds_h_account_total",
-    "eds_h_account_points",
-    "eds_h_account_change",
-    "eds_h_account_day",
-    "eds_h_account_mean",
-)
 
 
 class HistoryBuilder:
@@ -72,6 +58,7 @@ class HistoryBuilder:
             ),
         }
         self.cursor = connection.cursor()
+        self._temp_tables: list[str] = []
         if self.sql.postgres:
             for setting in (f"work_mem = '{int(settings.SCORING_WORK_MEM_MB)}MB'", "jit = off"):
                 self.cursor.execute(f"SET LOCAL {setting}")
@@ -81,8 +68,11 @@ class HistoryBuilder:
         return self.cursor.rowcount
 
     def temp(self, name: str, columns: str) -> None:
+        """Create (or empty) a temporary table that close() drops."""
         self.cursor.execute(f"DROP TABLE IF EXISTS {name}")
         self.cursor.execute(f"CREATE TEMPORARY TABLE {name} ({columns})")
+        if name not in self._temp_tables:
+            self._temp_tables.append(name)
 
     def analyze(self, *names: str) -> None:
         if self.sql.postgres:
@@ -90,7 +80,8 @@ class HistoryBuilder:
                 self.cursor.execute(f"ANALYZE {name}")
 
     def close(self) -> None:
-        for name in _TEMP_TABLES:
+        """Drop this build's temporary tables: the connection outlives the build."""
+        for name in self._temp_tables:
             self.cursor.execute(f"DROP TABLE IF EXISTS {name}")
         self.cursor.close()
 
@@ -100,9 +91,14 @@ class HistoryBuilder:
         if self.filtered:
             self.load_scope()
         self.load_days()
-        user_points = self.users()
-        account_points = self.accounts()
-        return user_points, account_points
+        if (self.last - self.first).days < DIRECT_SUM_DAYS:
+            self.raw_from_rollups()
+        else:
+            self.user_points()
+            self.raw_by_day("user")
+            self.account_points()
+            self.raw_by_day("account")
+        return self.store_users(), self.store_accounts()
 
     # --- setup ------------------------------------------------------------------------------
 
@@ -167,25 +163,6 @@ class HistoryBuilder:
         """
         column = f"{kind}_id"
         points, change, out = f"eds_h_{kind}_points", f"eds_h_{kind}_change", f"eds_h_{kind}_day"
-        if (self.last - self.first).days < DIRECT_SUM_DAYS:
-            # A day or two (the daily step): summing each day's window directly is cheaper
-            # than ordering every subject's changes. Stored in subject order, the order of the
-            # history's primary key: a million new points then go into the index in one pass
-            # over it instead of a million random page visits (5x faster at that size).
-            self.temp(out, f"{column} BIGINT, day DATE, raw BIGINT")
-            window_start = self.day_plus("d.day", 1 - self.lookback)
-            self.run(
-                f"""
-                INSERT INTO {out} ({column}, day, raw)
-                SELECT p.{column}, d.day, SUM(p.points) FROM {points} p
-                JOIN eds_h_day d ON p.day <= d.day AND p.day >= {window_start}
-                GROUP BY p.{column}, d.day
-                HAVING SUM(p.points) > 0
-                ORDER BY p.{column}, d.day
-                """
-            )
-            self.analyze(out)
-            return
         self.temp(change, f"{column} BIGINT, day DATE, raw BIGINT, next_day DATE")
         self.run(
             f"""
@@ -231,9 +208,98 @@ class HistoryBuilder:
             )
         self.analyze(out)
 
-    # --- users ------------------------------------------------------------------------------
+    # --- a day or two: straight from the rollups ----------------------------------------------
 
-    def users(self) -> int:
+    def raw_from_rollups(self) -> None:
+        """eds_h_user_day and eds_h_account_day for a day or two (the daily step): each day's
+        window summed straight from the rollups, users and accounts in one pass over them on
+        PostgreSQL (two on SQLite, which has no grouping sets).
+
+        The user days are stored in subject order, the order of the history's primary key: a
+        million new points then go into the index in one pass over it instead of a million
+        random page visits (5x faster at that size).
+        """
+        self.temp("eds_h_user_day", "user_id BIGINT, day DATE, raw BIGINT")
+        self.temp("eds_h_account_day", "account_id BIGINT, day DATE, raw BIGINT")
+        rows = self.window_rows()
+        if self.sql.postgres:
+            self.run(
+                f"""
+                WITH sums AS (
+                    SELECT GROUPING(x.account_id) AS of_user, x.user_id, x.account_id, x.day,
+                        SUM(x.user_points) AS user_raw, SUM(x.account_points) AS account_raw
+                    FROM ({rows}) x
+                    GROUP BY GROUPING SETS ((x.user_id, x.day), (x.account_id, x.day))
+                ), users AS (
+                    INSERT INTO eds_h_user_day (user_id, day, raw)
+                    SELECT user_id, day, user_raw FROM sums WHERE of_user = 1 AND user_raw > 0
+                    ORDER BY user_id, day
+                )
+                INSERT INTO eds_h_account_day (account_id, day, raw)
+                SELECT account_id, day, account_raw FROM sums
+                WHERE of_user = 0 AND account_id IS NOT NULL AND account_raw > 0
+                """
+            )
+        else:
+            self.run(
+                f"""
+                INSERT INTO eds_h_user_day (user_id, day, raw)
+                SELECT x.user_id, x.day, SUM(x.user_points) FROM ({rows}) x
+                GROUP BY x.user_id, x.day HAVING SUM(x.user_points) > 0
+                ORDER BY x.user_id, x.day
+                """
+            )
+            self.run(
+                f"""
+                INSERT INTO eds_h_account_day (account_id, day, raw)
+                SELECT x.account_id, x.day, SUM(x.account_points) FROM ({rows}) x
+                WHERE x.account_id IS NOT NULL
+                GROUP BY x.account_id, x.day HAVING SUM(x.account_points) > 0
+                """
+            )
+        self.analyze("eds_h_user_day", "eds_h_account_day")
+
+    def window_rows(self) -> str:
+        """Every rollup row in the window of a day first..last, once per such day, with the
+        weighted points it gives its user and its account that day (0 to one out of scope)."""
+        weight = "COALESCE(w.weight, 1)"
+        if self.cap is None:
+            user_points = f"r.count * {weight}"
+        else:
+            # The user's cap applies to a day's events of one name whichever accounts they went
+            # to: the capped total of those rows, counted on the first of them.
+            same = "PARTITION BY r.user_id, r.event_name, r.day, d.day"
+            user_points = (
+                f"CASE WHEN ROW_NUMBER() OVER ({same} ORDER BY r.account_key) = 1 "
+                f"THEN {self.capped(f'SUM(r.count) OVER ({same})')} * {weight} ELSE 0 END"
+            )
+        account_points = f"{self.capped('r.count')} * {weight}"
+        joins, scoped, account_in_scope = "", "", "r.account_id IS NOT NULL"
+        if self.filtered:
+            # The rows of users in scope, and those of accounts in scope whoever sent them.
+            joins = """
+                LEFT JOIN eds_h_scope_user su ON su.user_id = r.user_id
+                LEFT JOIN eds_h_match_account ma ON ma.account_id = r.account_id
+            """
+            scoped = "AND (su.user_id IS NOT NULL OR ma.account_id IS NOT NULL)"
+            user_points = f"CASE WHEN su.user_id IS NULL THEN 0 ELSE {user_points} END"
+            account_in_scope = "ma.account_id IS NOT NULL"
+        window_start = self.day_plus("d.day", 1 - self.lookback)
+        return f"""
+            SELECT r.user_id, r.account_id, d.day, {user_points} AS user_points,
+                CASE WHEN {account_in_scope} THEN {account_points} ELSE 0 END AS account_points
+            FROM engagement_eventrollup r
+            JOIN eds_h_day d ON r.day <= d.day AND r.day >= {window_start}
+            LEFT JOIN eds_h_weight w ON w.event_name = r.event_name
+            {joins}
+            WHERE r.product_id = %(product)s
+            AND r.day >= %(rollup_start)s AND r.day <= %(last)s {scoped}
+        """
+
+    # --- longer ranges: each day's points, then their running sums --------------------------
+
+    def user_points(self) -> None:
+        """eds_h_user_points: each user's weighted points of each day with any."""
         scope = "JOIN eds_h_scope_user s ON s.user_id = r.user_id" if self.filtered else ""
         self.temp("eds_h_user_points", "user_id BIGINT, day DATE, points BIGINT")
         # The cap applies per user, event and day, whichever accounts the events went to;
@@ -263,7 +329,31 @@ class HistoryBuilder:
             """
         )
         self.analyze("eds_h_user_points")
-        self.raw_by_day("user")
+
+    def account_points(self) -> None:
+        """eds_h_account_points: each account's weighted points of each day with any."""
+        in_scope = (
+            "JOIN eds_h_match_account s ON s.account_id = r.account_id" if self.filtered else ""
+        )
+        # The cap applies to each user's events of a day within the account (one rollup row).
+        self.temp("eds_h_account_points", "account_id BIGINT, day DATE, points BIGINT")
+        self.run(
+            f"""
+            INSERT INTO eds_h_account_points (account_id, day, points)
+            SELECT r.account_id, r.day, SUM({self.capped("r.count")} * COALESCE(w.weight, 1))
+            FROM engagement_eventrollup r {in_scope}
+            LEFT JOIN eds_h_weight w ON w.event_name = r.event_name
+            WHERE r.product_id = %(product)s AND r.account_id IS NOT NULL
+            AND r.day >= %(rollup_start)s AND r.day <= %(last)s
+            GROUP BY r.account_id, r.day
+            HAVING SUM({self.capped("r.count")} * COALESCE(w.weight, 1)) > 0
+            """
+        )
+        self.analyze("eds_h_account_points")
+
+    # --- storing the points -----------------------------------------------------------------
+
+    def store_users(self) -> int:
         self.day_percentiles()
         return self.run(
             f"""
@@ -295,21 +385,16 @@ class HistoryBuilder:
             [(day, percentile_90(values)) for day, values in raws.items()],
         )
 
-    # --- accounts -----------------------------------------------------------------------------
-
-    def accounts(self) -> int:
+    def store_accounts(self) -> int:
         in_scope = (
-            "JOIN eds_h_match_account s ON s.account_id = {alias}.account_id"
-            if self.filtered
-            else ""
+            "JOIN eds_h_match_account s ON s.account_id = m.account_id" if self.filtered else ""
         )
         # Every linked user counts in an account's mean, with or without a point that day.
         self.temp("eds_h_account_total", "account_id BIGINT PRIMARY KEY, total INTEGER")
         self.run(
             f"""
             INSERT INTO eds_h_account_total (account_id, total)
-            SELECT m.account_id, COUNT(*) FROM engagement_membership m
-            {in_scope.format(alias="m")}
+            SELECT m.account_id, COUNT(*) FROM engagement_membership m {in_scope}
             JOIN engagement_user usr ON usr.id = m.user_id
             WHERE usr.product_id = %(product)s
             GROUP BY m.account_id
@@ -329,22 +414,6 @@ class HistoryBuilder:
             GROUP BY m.account_id, u.day
             """
         )
-        # The cap applies to each user's events of a day within the account (one rollup row).
-        self.temp("eds_h_account_points", "account_id BIGINT, day DATE, points BIGINT")
-        self.run(
-            f"""
-            INSERT INTO eds_h_account_points (account_id, day, points)
-            SELECT r.account_id, r.day, SUM({self.capped("r.count")} * COALESCE(w.weight, 1))
-            FROM engagement_eventrollup r {in_scope.format(alias="r")}
-            LEFT JOIN eds_h_weight w ON w.event_name = r.event_name
-            WHERE r.product_id = %(product)s AND r.account_id IS NOT NULL
-            AND r.day >= %(rollup_start)s AND r.day <= %(last)s
-            GROUP BY r.account_id, r.day
-            HAVING SUM({self.capped("r.count")} * COALESCE(w.weight, 1)) > 0
-            """
-        )
-        self.analyze("eds_h_account_points")
-        self.raw_by_day("account")
         score = self.sql.round_half_up("mean")
         return self.run(
             f"""
