@@ -215,6 +215,16 @@ def _dependents_erase(target: User | Account, handled: tuple[type, ...]) -> dict
     return counts
 
 
+# The overview's daily tallies have no user to delete by: each (day, event name) of the user's
+# rollups (which hold every event they were told of, as the tallies do) is appended once more,
+# negated, so the sums drop them; the compaction folds the rows together.
+_TALLIES_SUBTRACT = """
+    INSERT INTO engagement_eventdaytally (product_id, day, event_name, count)
+    SELECT product_id, day, event_name, -SUM(count) FROM engagement_eventrollup
+    WHERE product_id = %s AND user_id = %s
+    GROUP BY product_id, day, event_name"""
+
+
 def _user_erase(user: User) -> dict[str, int]:
     rollups = EventRollup.objects.filter(product_id=user.product_id, user_id=user.id)
     days = rollups.aggregate(first=Min("day"), last=Max("day"))
@@ -227,6 +237,7 @@ def _user_erase(user: User) -> dict[str, int]:
             "AND timestamp >= %s AND timestamp < %s",
             [user.product_id, user.id, start, end],
         )
+    _execute(_TALLIES_SUBTRACT, [user.product_id, user.id])
     counts["rollups"] = rollups.delete()[0]
     counts.update(_dependents_erase(user, handled=(Event, EventRollup)))
     # Its dependents are gone: a plain delete, without the ORM looking for raw events again.

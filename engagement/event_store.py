@@ -276,7 +276,9 @@ def _store_portable(product_id: int, events: Sequence[NewEvent]) -> None:
 # --- Daily tallies -----------------------------------------------------------------------------
 
 # One statement: a concurrent compaction waits on the rows this one deletes and then skips them,
-# so no count is folded twice; batches appended meanwhile stay as they are.
+# so no count is folded twice; batches appended meanwhile stay as they are. A key whose rows sum
+# to nothing (an erased user's events were its only ones) is folded away, so the overview's top
+# events no longer name it.
 _PG_FOLD_TALLIES = """
     WITH folded AS (
         DELETE FROM engagement_eventdaytally t
@@ -287,7 +289,7 @@ _PG_FOLD_TALLIES = """
     added AS (
         INSERT INTO engagement_eventdaytally (product_id, day, event_name, count)
         SELECT product_id, day, event_name, SUM(count) FROM folded
-        GROUP BY product_id, day, event_name
+        GROUP BY product_id, day, event_name HAVING SUM(count) <> 0
         RETURNING 1)
     SELECT (SELECT count(*) FROM folded) - (SELECT count(*) FROM added)"""
 # SQLite has one writer at a time: the rows up to a known id are summed, then deleted.
@@ -298,15 +300,15 @@ _PORTABLE_FOLD_TALLIES = f"""
     INSERT INTO engagement_eventdaytally (product_id, day, event_name, count)
     SELECT product_id, day, event_name, SUM(count) FROM engagement_eventdaytally
     WHERE id <= %s AND (product_id, day, event_name) IN ({_PORTABLE_SPLIT_KEYS})
-    GROUP BY product_id, day, event_name"""
+    GROUP BY product_id, day, event_name HAVING SUM(count) <> 0"""
 _PORTABLE_DROP_FOLDED = f"""
     DELETE FROM engagement_eventdaytally
     WHERE id <= %s AND (product_id, day, event_name) IN ({_PORTABLE_SPLIT_KEYS})"""
 
 
 def event_tallies_compact() -> int:
-    """Fold the tally rows of each (product, day, event name) into one; returns the rows
-    removed. The sums read by the overview are unchanged."""
+    """Fold the tally rows of each (product, day, event name) into one, or none when they sum
+    to 0; returns the rows removed. The sums read by the overview are unchanged."""
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(_PG_FOLD_TALLIES)

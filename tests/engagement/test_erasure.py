@@ -8,10 +8,12 @@ import subprocess
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from django.core.cache import cache
 from django.core.management import call_command
 from django.db import connection
 
 from engagement.erasure import ErasureTargetMissing, erasure_request, erasure_run
+from engagement.event_store import event_tallies_compact
 from engagement.models import (
     Account,
     Erasure,
@@ -25,10 +27,11 @@ from engagement.models import (
     UserScore,
     UserScoreDay,
 )
+from engagement.overview import workspace_overview
 from engagement.scoring import workspace_refresh
 from engagement.services import event_partitions_maintain
 from ingestion.models import AcceptedRequest, SeenMessage
-from tests.engagement.helpers import apply, group, identify
+from tests.engagement.helpers import apply, group, identify, ms
 from tests.engagement.helpers import track as tracked
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
@@ -218,3 +221,33 @@ def test_the_erase_command_erases_by_tracking_id(acme, capsys):
     call_command("erase", "--product", str(acme.product.id), "--user", "u8")
     assert '"status": "completed"' in capsys.readouterr().out
     assert not User.objects.filter(tracking_id="u8").exists()
+
+
+def overview_events(tenant) -> tuple[dict[date, int], list[tuple[str, int]]]:
+    cache.clear()  # the overview is cached a while; each look here is a fresh one
+    figures = workspace_overview(workspace=tenant.workspace)
+    return {d.day: d.count for d in figures.events_per_day if d.count}, figures.top_events
+
+
+def test_an_erased_users_events_leave_the_overviews_events_per_day_and_top_events(acme):
+    apply(
+        acme,
+        tracked("ann", "Opened", times=3),
+        tracked("ann", "Opened", days_ago=1),
+        tracked("ann", "Exported", days_ago=1, times=2),  # nobody else's
+        tracked("bob", "Opened", times=2),
+    )
+    today, yesterday = (datetime.fromtimestamp(ms(d) / 1000, UTC).date() for d in (0, 1))
+    assert overview_events(acme) == (
+        {today: 5, yesterday: 3},
+        [("Opened", 6), ("Exported", 2)],
+    )
+
+    erase(acme, User.objects.get(product=acme.product, tracking_id="ann"))
+
+    per_day, top = overview_events(acme)
+    assert per_day == {today: 2}
+    assert dict(top) == {"Opened": 2, "Exported": 0}
+    # Folded, the tallies keep the sums and no longer name an event nobody else sent.
+    assert event_tallies_compact() > 0
+    assert overview_events(acme) == ({today: 2}, [("Opened", 2)])
