@@ -1,0 +1,44 @@
+"""The domain, one module per area; every model is importable from here."""
+
+from engagement.models.erasure import Erasure, Suppression
+from engagement.models.events import Event, EventActivity, EventDayTally, EventName, EventRollup
+from engagement.models.people import Account, Membership, TraitsMixin, User
+from engagement.models.products import EventWeight, Product, ProductMembership, Workspace
+from engagement.models.scores import (
+    AccountScore,
+    AccountScoreDay,
+    ScoreFields,
+    ScoreHistoryState,
+    ScoringState,
+    UserScore,
+    UserScoreDay,
+)
+from engagement.models.segments import Segment, SegmentMember, SegmentMembershipChange
+
+__all__ = [
+    "Account",
+    "AccountScore",
+    "AccountScoreDay",
+    "Erasure",
+    "Event",
+    "EventActivity",
+    "EventDayTally",
+    "EventName",
+    "EventRollup",
+    "EventWeight",
+    "Membership",
+    "Product",
+    "ProductMembership",
+    "ScoreFields",
+    "ScoreHistoryState",
+    "ScoringState",
+    "Segment",
+    "SegmentMember",
+    "SegmentMembershipChange",
+    "Suppression",
+    "TraitsMixin",
+    "User",
+    "UserScore",
+    "UserScoreDay",
+    "Workspace",
+]

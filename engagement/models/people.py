@@ -1,0 +1,90 @@
+"""Who a product tracks: users, accounts, their traits and the links between them."""
+
+from django.db import models
+
+from engagement.models.products import Product
+
+
+class TraitsMixin(models.Model):
+    """Traits merged per key: `trait_times` keeps the message time (ms) that set each key."""
+
+    traits = models.JSONField(default=dict, blank=True)
+    trait_times = models.JSONField(default=dict, blank=True, editable=False)
+
+    class Meta:
+        abstract = True
+
+
+# The product needs no index of its own on users and accounts: the unique (product, tracking_id)
+# key leads with it, and every index less is one write less per row the workers store.
+
+
+class User(TraitsMixin):
+    product = models.ForeignKey(
+        Product, on_delete=models.CASCADE, related_name="users", db_index=False
+    )
+    tracking_id = models.CharField(max_length=255)
+    # False for a user known only from events: a track arrived before any identify.
+    identified = models.BooleanField(default=False)
+    email = models.CharField(max_length=320, blank=True, default="")
+    first_seen_at = models.DateTimeField(null=True, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["product", "tracking_id"], name="user_unique_tracking_id"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["product", "email"], name="user_email_idx"),
+            # Scoring finds users whose traits or links changed since its watermark.
+            models.Index(fields=["product", "updated_at"], name="user_product_updated_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.tracking_id
+
+
+class Account(TraitsMixin):
+    product = models.ForeignKey(
+        Product, on_delete=models.CASCADE, related_name="accounts", db_index=False
+    )
+    tracking_id = models.CharField(max_length=255)
+    # False for an account known only from a link, an event's context or a license.
+    identified = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["product", "tracking_id"], name="account_unique_tracking_id"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["product", "updated_at"], name="account_product_updated_idx")
+        ]
+
+    def __str__(self) -> str:
+        return self.tracking_id
+
+
+class Membership(models.Model):
+    """A user's link to an account; `linked_at` is the latest message time that linked them."""
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="memberships")
+    linked_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "account"], name="membership_unique")
+        ]
+        indexes = [
+            models.Index(fields=["user", "-linked_at"], name="membership_recent_idx"),
+            models.Index(fields=["created_at"], name="membership_created_idx"),
+        ]
