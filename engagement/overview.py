@@ -41,6 +41,7 @@ from engagement.models import (
 )
 from engagement.segments import TraitText, accounts_admitted
 from engagement.selectors import (
+    WorkspaceStats,
     account_list_ranked,
     read_account_filter,
     read_traits,
@@ -58,8 +59,8 @@ BANDS = (
 )
 # A change of at least this many points is marked as heating up (or cooling down).
 MARKED_CHANGE = 10
-# Whole-workspace figures (counts over a million score rows) are cached this long, about as
-# often as scores refresh. A change of the workspace's settings starts afresh.
+# The overview (the figures each score refresh keeps, the event tallies, the movers) is cached
+# this long, about as often as scores refresh. A change of the workspace's settings starts afresh.
 OVERVIEW_CACHE_SECONDS = 60
 # The account list's total and rank bookmarks are counted over every score row: reused this long
 # (a score refresh starts afresh), so paging does not count them again on each page.
@@ -148,20 +149,12 @@ def _movers(workspace: Workspace, ordering: str, condition: Q) -> list[Mover]:
     ]
 
 
-def _bands(workspace: Workspace, accounts: int) -> list[tuple[str, int]]:
-    scores = AccountScore.objects.filter(workspace_id=workspace.id)
-    counts = scores.aggregate(
-        scored=Count("id"),
-        **{
-            key: Count("id", filter=Q(engagement_score__gte=low, engagement_score__lte=high))
-            for key, _, low, high in BANDS
-        },
-    )
+def _bands(stats: WorkspaceStats) -> list[tuple[str, int]]:
     # Accounts not scored yet score 0: they belong to the lowest band.
-    unscored = max(accounts - counts["scored"], 0)
+    unscored = max(stats.accounts - sum(stats.account_scores), 0)
     return [
-        (label, counts[key] + (unscored if index == 0 else 0))
-        for index, (key, label, _, _) in enumerate(BANDS)
+        (label, sum(stats.account_scores[low : high + 1]) + (unscored if index == 0 else 0))
+        for index, (_, label, low, high) in enumerate(BANDS)
     ]
 
 
@@ -192,13 +185,9 @@ def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
         return WorkspaceOverview(
             accounts=stats.accounts,
             users=stats.users,
-            active_accounts=AccountScore.objects.filter(
-                workspace_id=workspace.id, active_users__gt=0
-            ).count(),
-            active_users=UserScore.objects.filter(
-                workspace_id=workspace.id, events_in_window__gt=0
-            ).count(),
-            bands=_bands(workspace, stats.accounts),
+            active_accounts=stats.active_accounts,
+            active_users=stats.active_users,
+            bands=_bands(stats),
             events_per_day=events_per_day,
             top_events=top_events,
             movers_up=_movers(workspace, "-score_change", Q(score_change__gt=0)),

@@ -27,6 +27,7 @@ from engagement.models import (
     UserScore,
     Workspace,
 )
+from engagement.scoring.figures import kept_account_scores
 from engagement.segments import TraitText, accounts_admitted
 from engagement.stored_json import json_for_reading
 
@@ -45,8 +46,14 @@ class Page(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class WorkspaceStats:
+    """A workspace at a glance: its users and accounts (scored or not yet), the active ones, and
+    its scored accounts per engagement score (index 0-100)."""
+
     users: int
     accounts: int
+    active_users: int
+    active_accounts: int
+    account_scores: tuple[int, ...]
 
 
 _NOT_SELECTED = object()
@@ -151,11 +158,44 @@ def workspace_default_for_product(*, product_id: int) -> Workspace | None:
 
 
 def workspace_stats(*, workspace: Workspace, counts_cache_seconds: int = 0) -> WorkspaceStats:
-    """How many users and accounts the workspace covers (what its lists page through)."""
-    return WorkspaceStats(
-        users=_user_parts(workspace, counts_cache_seconds)[1],
-        accounts=_account_parts(workspace, counts_cache_seconds)[2],
-    )
+    """How many users and accounts the workspace covers (every user of the product; every
+    account its filter admits, scored or not yet), how many are active, and the scored accounts
+    per score: the figures each score refresh keeps, plus what was created or changed since."""
+
+    def compute() -> WorkspaceStats:
+        state = ScoringState.objects.filter(workspace_id=workspace.id).first() or ScoringState(
+            workspace_id=workspace.id
+        )
+        since = state.counted_through
+        users = state.product_users + _created_since(User, workspace, since).count()
+        if read_account_filter(workspace):
+            # Every account the filter admits has a score row once a refresh has read it.
+            unscored = _unscored_accounts(workspace)
+            if since is not None:
+                unscored = unscored.filter(updated_at__gt=since)
+            accounts = state.scored_accounts + unscored.count()
+        else:
+            accounts = state.product_accounts + _created_since(Account, workspace, since).count()
+        return WorkspaceStats(
+            users=max(users, state.scored_users),
+            accounts=max(accounts, state.scored_accounts),
+            active_users=state.active_users,
+            active_accounts=state.active_accounts,
+            account_scores=tuple(kept_account_scores(state)),
+        )
+
+    return _cached("stats", workspace, compute, counts_cache_seconds)
+
+
+def _created_since(
+    model: type[User] | type[Account], workspace: Workspace, since: datetime | None
+) -> QuerySet:
+    """The product's users (or accounts) created after `since` (None: all of them). A row is
+    created with updated_at equal to created_at, so the updated_at index finds the recent ones."""
+    rows = model.objects.filter(product_id=workspace.product_id)
+    if since is None:
+        return rows
+    return rows.filter(updated_at__gt=since, created_at__gt=since)
 
 
 # --- Accounts ---------------------------------------------------------------------------------

@@ -30,6 +30,20 @@ class ScoringState(models.Model):
     full_rescored_at = models.DateTimeField(null=True, blank=True)
     last_refresh_ms = models.PositiveIntegerField(default=0)
     last_full_rescore_ms = models.PositiveIntegerField(default=0)
+    # Whole-workspace figures, kept by each refresh as it writes the score rows (see
+    # engagement/scoring/figures.py), so that the overview and the workspace stats read them here.
+    # The product's users and accounts created up to `counted_through` (later ones are counted
+    # when read); None: never counted.
+    counted_through = models.DateTimeField(null=True, blank=True)
+    product_users = models.PositiveIntegerField(default=0)
+    product_accounts = models.PositiveIntegerField(default=0)
+    # The workspace's score rows: users, users with events in the window, accounts, accounts
+    # with an active user, and accounts per engagement score (the list's index is the score).
+    scored_users = models.PositiveIntegerField(default=0)
+    active_users = models.PositiveIntegerField(default=0)
+    scored_accounts = models.PositiveIntegerField(default=0)
+    active_accounts = models.PositiveIntegerField(default=0)
+    account_scores = models.JSONField(default=list, blank=True)
 
     def __str__(self) -> str:
         return f"scoring state of workspace {self.workspace_id}"

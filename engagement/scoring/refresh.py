@@ -28,6 +28,7 @@ from engagement.scoring.changes import (
     load_changed,
     workspace_config_digest,
 )
+from engagement.scoring.figures import account_rows, figures_add, figures_recount, user_rows
 from engagement.scoring.run import ScoringRun
 from engagement.scoring.writing import (
     delete_out_of_scope,
@@ -161,11 +162,8 @@ def _rescore_everyone(run: ScoringRun) -> tuple[int, int]:
     if run.filtered:
         delete_out_of_scope(run, "account")
         update_ranks(run, "engagement_accountscore")
-    users = run.scalar("SELECT COUNT(*) FROM engagement_userscore WHERE workspace_id = %(ws)s")
-    accounts = run.scalar(
-        "SELECT COUNT(*) FROM engagement_accountscore WHERE workspace_id = %(ws)s"
-    )
-    return int(users or 0), int(accounts or 0)
+    figures_recount(run)
+    return run.state.scored_users, run.state.scored_accounts
 
 
 def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | None:
@@ -202,11 +200,14 @@ def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | N
         f"SELECT c.user_id FROM eds_t_candidate_user c {in_scope}"
     )
     run.analyze("eds_t_scope_user")
+    # Only the candidates' rows are written or deleted: the kept figures move by their change.
+    users_before = user_rows(run, among_candidates=True)
     delete_out_of_scope(run, "user", among_candidates=True)
     aggregate(run, USERS)
     write_users(run)
     renormalise_users(run)
     update_ranks(run, "engagement_userscore")
+    users_change = user_rows(run, among_candidates=True) - users_before
 
     # Accounts: those that changed, and those of users whose values changed.
     run.run(
@@ -232,9 +233,12 @@ def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | N
         f"SELECT c.account_id FROM eds_t_candidate_account c {account_in_scope}"
     )
     run.analyze("eds_t_scope_account")
+    accounts_before = account_rows(run, among_candidates=True)
     delete_out_of_scope(run, "account", among_candidates=True)
     aggregate(run, ACCOUNTS)
     aggregate_account_members(run)
     write_accounts(run)
     update_ranks(run, "engagement_accountscore")
+    accounts_change = account_rows(run, among_candidates=True) - accounts_before
+    figures_add(run, users=users_change, accounts=accounts_change)
     return run.count("eds_t_scope_user"), run.count("eds_t_scope_account")

@@ -42,6 +42,7 @@ class ScoringRun:
     ) -> None:
         self.workspace = workspace
         self.state = state
+        self.now = now
         self.sql = Dialect(connection.vendor)
         self.window = scoring_window(lookback_days=workspace.lookback_days, today=today)
         self.cap = workspace.daily_event_cap

@@ -5,12 +5,14 @@ import csv
 import io
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 
-from engagement.models import Segment
+from engagement.models import AccountScore, Segment
+from engagement.scoring import workspace_refresh
 from engagement.segments import segment_refresh
 from tests.dashboard.conftest import PASSWORD, signed_in
-from tests.engagement.helpers import apply, group
+from tests.engagement.helpers import apply, group, track
 
 
 def url(workspace, path=""):
@@ -104,6 +106,25 @@ def test_overview_counts_bands_events_and_movers(acme, vera, scored):
     # Every score went up from nothing in the previous period.
     assert [m.tracking_id for m in summary.movers_up][:1] == ["initech"]
     assert b"bands-chart" in response.content and b"events-chart-data" in response.content
+
+
+def test_overview_shows_the_figures_an_incremental_refresh_keeps(acme, vera, scored):
+    # Hooli's idle user turns active; a new user and account are not scored yet.
+    apply(acme, track("cy", "Dashboard_Viewed", times=2, account="hooli"))
+    assert workspace_refresh(workspace_id=acme.workspace.id).mode == "incremental"
+    apply(acme, group("dan", "globo", {"name": "Globo"}))
+    cache.clear()
+
+    summary = signed_in(vera).get(url(acme.workspace)).context["summary"]
+
+    scores = AccountScore.objects.filter(workspace=acme.workspace)
+    assert (summary.accounts, summary.users) == (4, 4)
+    assert (summary.active_accounts, summary.active_users) == (3, 3)
+    assert summary.bands == [
+        ("0-50", scores.filter(engagement_score__lte=50).count() + 1),  # Globo, not scored yet
+        ("51-75", scores.filter(engagement_score__gte=51, engagement_score__lte=75).count()),
+        ("76-100", scores.filter(engagement_score__gte=76).count()),
+    ]
 
 
 def test_overview_of_an_empty_workspace_says_so(acme, vera):
@@ -301,7 +322,7 @@ def test_no_segments_yet(acme, vera):
 
 def test_a_cooling_account_gets_the_snowflake(acme, vera):
     from engagement.scoring import workspace_rescore
-    from tests.engagement.helpers import apply, group, track
+    from tests.engagement.helpers import apply, group
 
     apply(
         acme,
