@@ -2,7 +2,7 @@
 
 Both front doors write through `store_accepted_batch`: the DRF view with the requests of one call,
 the ASGI door's group-commit writer with the requests of many calls gathered into one write. On
-PostgreSQL the requests of one write that share an ingestion key become one row (see
+every database the requests of one write that share an ingestion key become one row (see
 AcceptedRequest): under load a write carries dozens of requests from a few busy senders, and the
 worker's cost per row is then paid once for all of them.
 """
@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
@@ -68,8 +69,18 @@ def kick_worker() -> None:
         logger.warning("could not reach the broker; the periodic sweep will apply the backlog")
 
 
-_COLUMNS = ("received_at", "endpoint", "key_digest", "messages", "request_count", "requests")
 SEVERAL_ENDPOINTS = "several"
+
+
+class StoredRow(NamedTuple):
+    """One AcceptedRequest row, in the order of its columns (see the model for what each holds)."""
+
+    received_at: datetime
+    endpoint: str
+    key_digest: str
+    messages: list[dict]
+    request_count: int
+    requests: list[list] | None
 
 
 def _unix_micros(moment: datetime) -> int:
@@ -82,10 +93,10 @@ def _unix_micros(moment: datetime) -> int:
 ROW_MESSAGES = 2_500
 
 
-def _grouped_rows(entries: Sequence[Entry]) -> list[tuple]:
-    """A row per ingestion key (another once a row holds ROW_MESSAGES messages), in the order
-    the rows were begun; a key's requests keep their order, so its messages are applied in the
-    order they were accepted."""
+def _grouped_rows(entries: Sequence[Entry]) -> list[StoredRow]:
+    """The rows a write stores: one per ingestion key (another once a row holds ROW_MESSAGES
+    messages), in the order the rows were begun; a key's requests keep their order, so its
+    messages are applied in the order they were accepted."""
     groups: list[list[Entry]] = []
     open_group: dict[str, tuple[list[Entry], int]] = {}  # per key: its last group, its messages
     for entry in entries:
@@ -101,44 +112,44 @@ def _grouped_rows(entries: Sequence[Entry]) -> list[tuple]:
         key_digest = group[0][1].key_digest
         if len(group) == 1:
             received_at, accepted = group[0]
-            text = messages_json(accepted.messages)
-            rows.append((received_at, accepted.endpoint, key_digest, text, 1, None))
+            rows.append(
+                StoredRow(received_at, accepted.endpoint, key_digest, accepted.messages, 1, None)
+            )
             continue
         endpoints = {accepted.endpoint for _, accepted in group}
-        parts = [
-            [accepted.endpoint, _unix_micros(received_at), len(accepted.messages)]
-            for received_at, accepted in group
-        ]
         rows.append(
-            (
+            StoredRow(
                 max(received_at for received_at, _ in group),
                 endpoints.pop() if len(endpoints) == 1 else SEVERAL_ENDPOINTS,
                 key_digest,
-                messages_json([message for _, accepted in group for message in accepted.messages]),
+                [message for _, accepted in group for message in accepted.messages],
                 len(group),
-                messages_json(parts),
+                [
+                    [accepted.endpoint, _unix_micros(received_at), len(accepted.messages)]
+                    for received_at, accepted in group
+                ],
             )
         )
     return rows
 
 
-def _copy_rows(entries: Sequence[Entry]) -> None:
+def _copy_rows(rows: list[StoredRow]) -> None:
     """PostgreSQL: every row in one COPY, the cheapest write per row there is."""
-    copy_rows(AcceptedRequest, _COLUMNS, _grouped_rows(entries))
-
-
-def _insert_rows(entries: Sequence[Entry]) -> None:
-    AcceptedRequest.objects.bulk_create(
-        [
-            AcceptedRequest(
-                received_at=received_at,
-                endpoint=accepted.endpoint,
-                key_digest=accepted.key_digest,
-                messages=accepted.messages,
+    copy_rows(
+        AcceptedRequest,
+        StoredRow._fields,
+        (
+            row._replace(
+                messages=messages_json(row.messages),
+                requests=None if row.requests is None else messages_json(row.requests),
             )
-            for received_at, accepted in entries
-        ]
+            for row in rows
+        ),
     )
+
+
+def _insert_rows(rows: list[StoredRow]) -> None:
+    AcceptedRequest.objects.bulk_create([AcceptedRequest(**row._asdict()) for row in rows])
 
 
 def store_accepted_batch(
@@ -159,15 +170,16 @@ def store_accepted_batch(
             # Outside any transaction one COPY is a transaction of its own, committed (and
             # flushed to the WAL) before it returns: the same durability without the round trips
             # of BEGIN and COMMIT.
-            _copy_rows(entries)
+            _copy_rows(_grouped_rows(entries))
             if kick:
                 kick_worker()
             return
         with transaction.atomic():
+            rows = _grouped_rows(entries)
             if connection.vendor == "postgresql":
-                _copy_rows(entries)
+                _copy_rows(rows)
             else:
-                _insert_rows(entries)
+                _insert_rows(rows)
             if kick:
                 transaction.on_commit(kick_worker)
     except DatabaseError as exc:

@@ -1,10 +1,9 @@
-"""Requests the group-commit writer stores together: on PostgreSQL, the requests of one write that
-share an ingestion key are one row, and every one of them is still applied, dropped and counted
-as the request it was."""
+"""Requests the group-commit writer stores together: on every database, the requests of one write
+that share an ingestion key are one row, and every one of them is still applied, dropped and
+counted as the request it was."""
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from django.utils import timezone
 
 from engagement import services as engagement_services
@@ -13,8 +12,6 @@ from ingestion import acceptance
 from ingestion.acceptance import Accepted
 from ingestion.models import AcceptedRequest, DroppedRequest
 from ingestion.store import ROW_MESSAGES, backlog_refresh, store_accepted_batch
-
-pytestmark = pytest.mark.postgresql  # rows are grouped in the PostgreSQL (COPY) write
 
 T0 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 
