@@ -95,7 +95,7 @@ def main() -> int:
         product_id=workspace.product_id,
         messages=[
             Message(
-                kind="track",
+                message_type="track",
                 timestamp_ms=now_ms + i,
                 user_id=score.user.tracking_id,
                 event=heaviest,

@@ -113,7 +113,7 @@ class Chart:
 
     id: str
     title: str
-    kind: str  # "line" or "bar"
+    chart_type: str  # "line" or "bar"
     x: list
     y: list
     y_title: str
@@ -155,7 +155,7 @@ def _score_chart(points, days: int) -> Chart:
     return Chart(
         id="score-chart",
         title=f"Daily score, last {days} days",
-        kind="line",
+        chart_type="line",
         x=[point.date.isoformat() for point in points],
         y=[point.engagement_score for point in points],
         y_title="Score",
@@ -167,7 +167,7 @@ def _day_chart(chart_id: str, title: str, days: list[overview.DayCount], y_title
     return Chart(
         id=chart_id,
         title=title,
-        kind="bar",
+        chart_type="bar",
         x=[d.day.isoformat() for d in days],
         y=[d.count for d in days],
         y_title=y_title,
@@ -188,7 +188,7 @@ class OverviewView(WorkspaceView):
                 "bands_chart": Chart(
                     id="bands-chart",
                     title="Accounts by health band",
-                    kind="bar",
+                    chart_type="bar",
                     x=[label for label, _ in summary.bands],
                     y=[count for _, count in summary.bands],
                     x_title="Score",
@@ -434,7 +434,7 @@ class SegmentView(WorkspaceView):
                 "changes_chart": Chart(
                     id="changes-chart",
                     title=f"Joins and leaves per day, last {SEGMENT_CHANGE_DAYS} days",
-                    kind="bar",
+                    chart_type="bar",
                     x=[c.day.isoformat() for c in changes],
                     y=[c.joined for c in changes],
                     y_title="Joined",
@@ -463,7 +463,7 @@ class HealthView(WorkspaceView):
             chart = Chart(
                 id="accepted-chart",
                 title=f"Requests accepted per minute, last {HEALTH_HOURS} hours",
-                kind="bar",
+                chart_type="bar",
                 x=[m.minute.isoformat() for m in ingestion.accepted_per_minute],
                 y=[m.requests for m in ingestion.accepted_per_minute],
                 x_title="Minute (UTC)",

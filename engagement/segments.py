@@ -167,11 +167,11 @@ def segment_conditions_validate(*, target: str, conditions: object) -> list[dict
         if not isinstance(field, str) or not field.startswith(("trait:", "metric:")):
             errors.append(f"{where}: field must be 'trait:<key>' or 'metric:<name>'.")
             continue
-        kind, name = field.split(":", 1)
+        field_kind, name = field.split(":", 1)
         if not name:
-            errors.append(f"{where}: field needs a name after '{kind}:'.")
+            errors.append(f"{where}: field needs a name after '{field_kind}:'.")
             continue
-        if kind == "metric" and name not in metrics:
+        if field_kind == "metric" and name not in metrics:
             errors.append(f"{where}: unknown metric {name!r}; use one of {', '.join(metrics)}.")
             continue
         if operator in _NO_VALUE:
@@ -181,14 +181,14 @@ def segment_conditions_validate(*, target: str, conditions: object) -> list[dict
         elif operator == "within_last_days":
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 errors.append(f"{where}: within_last_days needs a whole number of days (>= 0).")
-            elif kind == "metric" and name not in _DATETIME_METRICS:
+            elif field_kind == "metric" and name not in _DATETIME_METRICS:
                 errors.append(f"{where}: within_last_days applies to last_seen, not {name}.")
         elif operator == "contains":
-            if kind == "metric":
+            if field_kind == "metric":
                 errors.append(f"{where}: contains applies to traits, not metrics.")
             elif not isinstance(value, str) or not value:
                 errors.append(f"{where}: contains needs a non-empty text value.")
-        elif kind == "metric":
+        elif field_kind == "metric":
             if name in _DATETIME_METRICS:
                 if operator in ("equals", "not_equals"):
                     errors.append(f"{where}: compare last_seen with greater_than or less_than.")
@@ -270,9 +270,9 @@ def segment_matching(*, segment: Segment, now: datetime | None = None) -> QueryS
         source = "account__traits"
     conditions = segment_conditions_validate(target=segment.target, conditions=segment.conditions)
     for index, condition in enumerate(conditions):
-        kind, name = condition["field"].split(":", 1)
+        field_kind, name = condition["field"].split(":", 1)
         operator, value = condition["operator"], condition.get("value")
-        if kind == "trait":
+        if field_kind == "trait":
             queryset = _trait_q(queryset, index, source, name, operator, value, now)
         else:
             queryset = queryset.filter(_metric_q(name, operator, value, now))

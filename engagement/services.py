@@ -23,7 +23,7 @@ from engagement.models import (
 )
 from engagement.track_staging import StagedTracks
 
-MessageKind = Literal["identify", "group", "track"]
+MessageType = Literal["identify", "group", "track"]
 _IN_CHUNK = 5000
 
 
@@ -34,7 +34,7 @@ class Message:
     For track, `group_id` is the account the event belongs to (`context.groupId`), if named.
     """
 
-    kind: MessageKind
+    message_type: MessageType  # Segment's "type"
     timestamp_ms: int
     user_id: str | None = None
     group_id: str | None = None
@@ -297,8 +297,8 @@ def messages_apply(
     ordered = sorted(messages, key=lambda m: m.timestamp_ms)
     user_ids = {m.user_id for m in ordered if m.user_id} | staged_users
     account_ids = {m.group_id for m in ordered if m.group_id} | staged_accounts
-    grouped = {m.group_id for m in ordered if m.kind == "group"}
-    with_traits = {m.user_id for m in ordered if m.kind == "identify" and m.traits}
+    grouped = {m.group_id for m in ordered if m.message_type == "group"}
+    with_traits = {m.user_id for m in ordered if m.message_type == "identify" and m.traits}
 
     with transaction.atomic():
         users = _users_lock_or_create(product_id, user_ids, with_traits=with_traits)
@@ -308,7 +308,7 @@ def messages_apply(
 
         for message in ordered:
             user = users.get(message.user_id) if message.user_id else None
-            if message.kind == "track":
+            if message.message_type == "track":
                 tracks.append((user, message.group_id, message.event, message.timestamp_ms))
                 continue  # first and last seen come from the events, in SQL
             when = _ms_to_datetime(message.timestamp_ms)
@@ -316,7 +316,7 @@ def messages_apply(
             if user is not None and (user.first_seen_at is None or when < user.first_seen_at):
                 user.first_seen_at = when
                 user.changed = True
-            if message.kind == "identify":
+            if message.message_type == "identify":
                 if not user.identified:
                     user.identified = user.changed = True
                 if message.traits and _merge_traits(user, message.traits, message.timestamp_ms):

@@ -253,9 +253,10 @@ def request_body(endpoint_name: str) -> dict:
     elif endpoint_name == "segment":
         schema = {"oneOf": [SEGMENT_MESSAGE, TEST_CONNECTION]}
     else:
-        version, kind = endpoint_name.split("/")
-        v1_kinds = {"users": "identify", "groups": "group", "events": "track"}
-        schema = V1_BODIES[v1_kinds[kind]] if version == "v1" else V2_BODIES[kind]
+        # v1 paths name a collection (users), v2 paths the message type (identify).
+        version, path = endpoint_name.split("/")
+        v1_message_types = {"users": "identify", "groups": "group", "events": "track"}
+        schema = V1_BODIES[v1_message_types[path]] if version == "v1" else V2_BODIES[path]
     return {"application/json": schema}
 
 

@@ -1,7 +1,7 @@
 """License record -> `am.` account traits, and which license of a cloudId wins.
 
-Every field read from a license has a kind, and each kind one rule (docs/marketplace.md lists
-them all):
+Every field read from a license has a value type, and each value type one rule
+(docs/marketplace.md lists them all):
 
 - not a value: missing, null, "", "NA", "N/A" or "RTBF" (any case) -> the trait is not written;
 - id: text, or a whole number written as its digits -> text;
@@ -10,10 +10,10 @@ them all):
 - boolean: true/false, "Yes"/"No", "true"/"false", "1"/"0" (any case) -> true/false;
 - number: a finite number, or text holding one (at most 15 significant digits) -> a number.
 
-Text of every kind must fit what ingestion itself accepts: at most 255 characters, no NUL, no
-lone surrogate; the traits of one license at most 32 KiB as JSON. A license with a value that
-breaks its rule is not stored at all: `LicenseRejected` names the field and the reason, and the
-sync counts it. The individual contact fields (names, emails, phones, addresses) and partner
+Text of every value type must fit what ingestion itself accepts: at most 255 characters, no
+NUL, no lone surrogate; the traits of one license at most 32 KiB as JSON. A license with a value
+that breaks its rule is not stored at all: `LicenseRejected` names the field and the reason, and
+the sync counts it. The individual contact fields (names, emails, phones, addresses) and partner
 details are never read.
 """
 
@@ -35,7 +35,7 @@ MAX_REF = 320
 
 ID, TEXT, DATE, BOOLEAN, NUMBER = "id", "text", "date", "boolean", "number"
 
-# license field -> (trait name, kind)
+# license field -> (trait name, value type)
 _TOP_LEVEL: dict[str, tuple[str, str]] = {
     # app details
     "addonName": ("am.addonName", TEXT),
@@ -111,7 +111,7 @@ def _text_problem(text: str) -> str | None:
     return None
 
 
-def normalise(field: str, value: object, kind: str) -> str | int | float | bool | None:
+def normalise(field: str, value: object, value_type: str) -> str | int | float | bool | None:
     """The value to store under this field's rule; None when there is nothing to write.
 
     Raises LicenseRejected when the value breaks the rule.
@@ -126,34 +126,34 @@ def normalise(field: str, value: object, kind: str) -> str | int | float | bool 
         problem = _text_problem(value)
         if problem:
             raise LicenseRejected(field, problem)
-        text = value if kind == ID else value.strip()
-        return _from_text(field, text, kind)
+        text = value if value_type == ID else value.strip()
+        return _from_text(field, text, value_type)
     if isinstance(value, bool):
-        if kind == BOOLEAN:
+        if value_type == BOOLEAN:
             return value
-        raise LicenseRejected(field, f"expected {kind}, got a boolean")
+        raise LicenseRejected(field, f"expected {value_type}, got a boolean")
     if isinstance(value, int):
-        if kind == NUMBER:
+        if value_type == NUMBER:
             return _checked_number(field, value)
-        if kind in (ID, TEXT):
+        if value_type in (ID, TEXT):
             if value.bit_length() > 850 or len(str(value)) > MAX_TEXT:  # 850 bits: ~256 digits
                 raise LicenseRejected(field, f"a number longer than {MAX_TEXT} characters")
             return str(value)
-        raise LicenseRejected(field, f"expected {kind}, got a number")
-    if isinstance(value, float) and kind == NUMBER:
+        raise LicenseRejected(field, f"expected {value_type}, got a number")
+    if isinstance(value, float) and value_type == NUMBER:
         return _checked_number(field, value)
-    raise LicenseRejected(field, f"expected {kind}, got {_json_type(value)}")
+    raise LicenseRejected(field, f"expected {value_type}, got {_json_type(value)}")
 
 
-def _from_text(field: str, text: str, kind: str) -> str | int | float | bool:
-    if kind in (ID, TEXT):
+def _from_text(field: str, text: str, value_type: str) -> str | int | float | bool:
+    if value_type in (ID, TEXT):
         return text
-    if kind == BOOLEAN:
+    if value_type == BOOLEAN:
         lowered = text.lower()
         if lowered in _TRUE or lowered in _FALSE:
             return lowered in _TRUE
         raise LicenseRejected(field, "expected Yes/No or true/false")
-    if kind == DATE:
+    if value_type == DATE:
         match = _DATE.fullmatch(text)
         if match:
             try:
@@ -198,8 +198,8 @@ def tier_number(tier: object) -> int | None:
 def license_traits(license: dict) -> dict:
     """The `am.` traits of one license record; raises LicenseRejected."""
     traits: dict = {}
-    for field, (name, kind) in _TOP_LEVEL.items():
-        value = normalise(field, license.get(field), kind)
+    for field, (name, value_type) in _TOP_LEVEL.items():
+        value = normalise(field, license.get(field), value_type)
         if value is not None:
             traits[name] = value
     number = tier_number(traits.get("am.tier"))

@@ -243,7 +243,7 @@ class ScoredRecordSerializer(serializers.Serializer):
     segments = SegmentRefSerializer(many=True, required=False, help_text="expand=segments only.")
     _links = RecordLinksSerializer()
 
-    kind = ""  # "accounts" or "users": the path of the record's own link
+    collection = ""  # "accounts" or "users": the API collection of the record's own link
 
     def subject(self, score):
         raise NotImplementedError
@@ -286,7 +286,7 @@ class ScoredRecordSerializer(serializers.Serializer):
             data["segments"] = SegmentRefSerializer(members, many=True, context=self.context).data
         base = self.context["base"]
         data["_links"] = {
-            "self": f"{base}/v2/{self.kind}/{subject.id}?workspace_id={score.workspace_id}",
+            "self": f"{base}/v2/{self.collection}/{subject.id}?workspace_id={score.workspace_id}",
             "workspace": f"{base}/v2/workspaces/{score.workspace_id}",
         }
         return data
@@ -306,7 +306,7 @@ class AccountSerializer(ScoredRecordSerializer):
         allow_null=True, help_text="Share (0-1) of users active, four decimals."
     )
 
-    kind = "accounts"
+    collection = "accounts"
 
     def subject(self, score) -> Account:
         return score.account
@@ -341,7 +341,7 @@ class UserSerializer(ScoredRecordSerializer):
     identified = serializers.BooleanField()
     first_seen = TimestampField(allow_null=True)
 
-    kind = "users"
+    collection = "users"
 
     def subject(self, score) -> User:
         return score.user
@@ -411,11 +411,13 @@ class SegmentMemberSerializer(serializers.Serializer):
 
     @extend_schema_field(RecordLinksSerializer)
     def get__links(self, member) -> dict:
-        kind = "accounts" if member.account_id else "users"
+        collection = "accounts" if member.account_id else "users"
         workspace_id = self.context["workspace"].id
         target_id = member.account_id or member.user_id
         return {
-            "self": _link(self.context, f"/v2/{kind}/{target_id}?workspace_id={workspace_id}"),
+            "self": _link(
+                self.context, f"/v2/{collection}/{target_id}?workspace_id={workspace_id}"
+            ),
             "workspace": _link(self.context, f"/v2/workspaces/{workspace_id}"),
         }
 

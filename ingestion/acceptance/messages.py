@@ -39,13 +39,12 @@ def is_drop(message: Mapping) -> bool:
     return message.get("type") == DROP
 
 
-def _kept(kind: str, ts: int, *values: tuple[str, object]) -> dict:
-    message = {"type": kind, "timestamp": ts}
+def _kept(message_type: str, ts: int, *values: tuple[str, object]) -> dict:
+    message = {"type": message_type, "timestamp": ts}
     for key, value in values:
         if value is not None:
             message[key] = value
     return message
-
 
 
 def _account_of_event(
@@ -78,9 +77,9 @@ _NAMED = {"identify": ("userId", "groupId"), "group": ("groupId", "userId")}
 
 
 def _traits_call(
-    kind: str, data: Mapping, clock: Clock, names: Mapping[str, str], reading: Reading
+    message_type: str, data: Mapping, clock: Clock, names: Mapping[str, str], reading: Reading
 ) -> dict:
-    required, optional = _NAMED[kind]
+    required, optional = _NAMED[message_type]
     errors = FieldErrors()
     first = fields.identifier(data, names[required], errors, reading, True)
     second = fields.identifier(data, names[optional], errors, reading, False)
@@ -88,7 +87,7 @@ def _traits_call(
     ts = clock.read(data, "timestamp", errors)
     ts = clock.now_ms if ts is None else _time_checked(ts, clock, errors)
     errors.raise_if_any()
-    return _kept(kind, ts, (required, first), (optional, second), ("traits", traits))
+    return _kept(message_type, ts, (required, first), (optional, second), ("traits", traits))
 
 
 def identify(data: Mapping, clock: Clock, names: Mapping[str, str], reading: Reading) -> dict:
@@ -116,9 +115,11 @@ CallRule = Callable[[Mapping, Clock, Mapping[str, str], Reading], dict]
 # --- Segment-spec messages -------------------------------------------------------------------
 
 
-def _page_event(kind: str, data: Mapping, errors: FieldErrors, reading: Reading) -> str | None:
+def _page_event(
+    message_type: str, data: Mapping, errors: FieldErrors, reading: Reading
+) -> str | None:
     """Page and screen calls become events `Viewed <name> Page` / `Viewed <name> Screen`."""
-    suffix = "Page" if kind == "page" else "Screen"
+    suffix = "Page" if message_type == "page" else "Screen"
     name = data.get("name")
     if name is None or (name.__class__ is str and not name.strip()):
         return f"Viewed {suffix}"
@@ -158,14 +159,15 @@ def segment_message(
     if not isinstance(data, dict):
         raise RequestError(400, "invalid_message", "Each message must be a JSON object.")
     errors = FieldErrors()
-    kind = data.get("type")
-    if kind.__class__ is not str or kind not in SEGMENT_TYPES:  # else as SDKs send it
-        if kind.__class__ is not str or not kind.strip():
+    message_type = data.get("type")
+    # SDKs send the type exactly as listed; anything else is tidied (case, spaces) or refused.
+    if message_type.__class__ is not str or message_type not in SEGMENT_TYPES:
+        if message_type.__class__ is not str or not message_type.strip():
             errors.add("type", "This field is required: identify, group, track, page or screen.")
             errors.raise_if_any()
-        kind = kind.strip().lower()
-        if kind not in SEGMENT_TYPES:
-            detail = f"Message type {kind[:40]!r} is not supported."
+        message_type = message_type.strip().lower()
+        if message_type not in SEGMENT_TYPES:
+            detail = f"Message type {message_type[:40]!r} is not supported."
             return drop_marker(DROP_UNSUPPORTED_TYPE, detail)
     message_id = fields.identifier(data, "messageId", errors, reading, False)
     # Both times must be right, whichever one the correction uses.
@@ -175,26 +177,26 @@ def segment_message(
     ts = clock.corrected(timestamp, batch_sent_at if sent_at is None else sent_at, forwarded)
     if ts < fields.EARLIEST_MS:
         errors.add("timestamp", fields.TOO_EARLY)
-    if kind == "identify" or kind == "group":
-        key, other = _NAMED[kind]
+    if message_type == "identify" or message_type == "group":
+        key, other = _NAMED[message_type]
         first = fields.identifier(data, key, errors, reading, True)
         second = fields.identifier(data, other, errors, reading, False)
-        if kind == "identify":
+        if message_type == "identify":
             traits = _identify_traits(data, errors, reading)
         else:
             traits = fields.traits(data, "traits", errors, reading)
         errors.raise_if_any()
-        message = {"type": kind, "timestamp": ts, key: first}
+        message = {"type": message_type, "timestamp": ts, key: first}
         if second is not None:
             message[other] = second
         if traits is not None:
             message["traits"] = traits
     else:
         user_id = fields.identifier(data, "userId", errors, reading, True)
-        if kind == "track":
+        if message_type == "track":
             event = fields.identifier(data, "event", errors, reading, True)
         else:
-            event = _page_event(kind, data, errors, reading)
+            event = _page_event(message_type, data, errors, reading)
         group_id = _account_of_event(data, V2_NAMES, errors, reading)
         errors.raise_if_any()
         message = {"type": "track", "timestamp": ts, "userId": user_id, "event": event}

@@ -85,7 +85,7 @@ def requests_apply(
 
 def to_domain(message: dict) -> Message:
     return Message(
-        kind=message["type"],
+        message_type=message["type"],
         timestamp_ms=message["timestamp"],
         user_id=message.get("userId"),
         group_id=message.get("groupId"),

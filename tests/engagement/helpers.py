@@ -20,7 +20,7 @@ def ms(days_ago: float = 0, hours: float = 0) -> int:
 def track(user: str, event: str, *, days_ago: int = 0, times: int = 1, account: str | None = None):
     return [
         Message(
-            kind="track",
+            message_type="track",
             timestamp_ms=ms(days_ago, hours=i * 0.001),
             user_id=user,
             event=event,
@@ -33,13 +33,19 @@ def track(user: str, event: str, *, days_ago: int = 0, times: int = 1, account: 
 def group(user: str, account: str, traits: dict | None = None, *, days_ago: int = 40):
     return [
         Message(
-            kind="group", timestamp_ms=ms(days_ago), user_id=user, group_id=account, traits=traits
+            message_type="group",
+            timestamp_ms=ms(days_ago),
+            user_id=user,
+            group_id=account,
+            traits=traits,
         )
     ]
 
 
 def identify(user: str, traits: dict, *, days_ago: int = 40):
-    return [Message(kind="identify", timestamp_ms=ms(days_ago), user_id=user, traits=traits)]
+    return [
+        Message(message_type="identify", timestamp_ms=ms(days_ago), user_id=user, traits=traits)
+    ]
 
 
 def apply(tenant, *batches):

@@ -48,7 +48,7 @@ def test_a_later_group_call_identifies_the_account_and_keeps_the_license_traits(
         product_id=acme.product.id,
         messages=[
             Message(
-                kind="group",
+                message_type="group",
                 timestamp_ms=1_700_000_000_000,
                 group_id="cloud-4",
                 traits={"name": "Acme Site"},

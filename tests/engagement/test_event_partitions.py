@@ -26,7 +26,10 @@ def track(product_id: int, when: datetime, event: str = "Report_Created") -> Non
         product_id=product_id,
         messages=[
             Message(
-                kind="track", timestamp_ms=int(when.timestamp() * 1000), user_id="ann", event=event
+                message_type="track",
+                timestamp_ms=int(when.timestamp() * 1000),
+                user_id="ann",
+                event=event,
             )
         ],
     )

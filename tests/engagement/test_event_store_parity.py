@@ -45,7 +45,7 @@ def _apply_loaded(tenant, batch: list[Track]) -> None:
         product_id=tenant.product.id,
         messages=[
             Message(
-                kind="track",
+                message_type="track",
                 timestamp_ms=_ms(t.at),
                 user_id=t.user,
                 event=t.event,

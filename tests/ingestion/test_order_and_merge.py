@@ -9,15 +9,21 @@ from engagement.models import Account, Membership, User
 from engagement.services import Message, messages_apply
 
 MESSAGES = [
-    Message(kind="identify", timestamp_ms=1_000, user_id="ann", traits={"plan": "free", "x": 1}),
-    Message(kind="identify", timestamp_ms=3_000, user_id="ann", traits={"plan": "pro"}),
-    Message(kind="identify", timestamp_ms=2_000, user_id="ann", traits={"plan": "trial", "y": 2}),
-    Message(kind="group", timestamp_ms=1_500, group_id="acme", user_id="ann", traits={"n": "A"}),
-    Message(kind="group", timestamp_ms=2_500, group_id="acme", traits={"n": "Acme"}),
-    Message(kind="track", timestamp_ms=1_200, user_id="ann", event="Report_Created"),
-    Message(kind="track", timestamp_ms=900, user_id="bob", event="Report_Created"),
-    Message(kind="identify", timestamp_ms=3_000, user_id="ann", traits={"tie": "b"}),
-    Message(kind="identify", timestamp_ms=3_000, user_id="ann", traits={"tie": "a"}),
+    Message(
+        message_type="identify", timestamp_ms=1_000, user_id="ann", traits={"plan": "free", "x": 1}
+    ),
+    Message(message_type="identify", timestamp_ms=3_000, user_id="ann", traits={"plan": "pro"}),
+    Message(
+        message_type="identify", timestamp_ms=2_000, user_id="ann", traits={"plan": "trial", "y": 2}
+    ),
+    Message(
+        message_type="group", timestamp_ms=1_500, group_id="acme", user_id="ann", traits={"n": "A"}
+    ),
+    Message(message_type="group", timestamp_ms=2_500, group_id="acme", traits={"n": "Acme"}),
+    Message(message_type="track", timestamp_ms=1_200, user_id="ann", event="Report_Created"),
+    Message(message_type="track", timestamp_ms=900, user_id="bob", event="Report_Created"),
+    Message(message_type="identify", timestamp_ms=3_000, user_id="ann", traits={"tie": "b"}),
+    Message(message_type="identify", timestamp_ms=3_000, user_id="ann", traits={"tie": "a"}),
 ]
 
 
@@ -85,7 +91,7 @@ def test_any_order_and_any_batching_ends_in_the_same_state(db, order, cut):
 
 
 def test_event_count_does_not_depend_on_order(acme):
-    tracks = [m for m in MESSAGES if m.kind == "track"]
+    tracks = [m for m in MESSAGES if m.message_type == "track"]
     for permutation in itertools.permutations(tracks):
         messages_apply(product_id=acme.product.id, messages=list(permutation))
     assert User.objects.get(product=acme.product, tracking_id="ann").events.count() == 2
