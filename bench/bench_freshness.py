@@ -33,9 +33,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psycopg
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.databases import recreate_migrated_database  # noqa: E402 (after the path is set)
+
 BIN = ROOT / ".venv" / "bin"
 PYTHON = str(BIN / "python")
 PG_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
@@ -95,10 +97,11 @@ def manage(*args: str) -> str:
 
 def recreate_database() -> dict:
     """A fresh, migrated database with one product; returns create_product's JSON."""
-    with psycopg.connect(f"{PG_URL}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    manage("migrate", "--noinput", "-v", "0")
+    env = service_env()
+    try:
+        recreate_migrated_database(env["DATABASE_URL"], env=env)
+    except subprocess.CalledProcessError as exc:
+        raise CouldNotMeasure("manage.py migrate failed (its errors are above)") from exc
     return json.loads(manage("create_product", "Bench", "--json"))
 
 

@@ -44,6 +44,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.databases import migrate, recreate_migrated_database  # noqa: E402
 from ingestion import acceptance  # noqa: E402  (framework-free: no Django setup needed)
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
@@ -133,9 +134,7 @@ def key_for_existing_database() -> str:
     """A new ingestion key for the first product of the database as it is (growth runs: the
     30,000,000-event database of bench/seed_scoring.py); the database is migrated first."""
     env = server_env()
-    subprocess.run(
-        [PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
-    )
+    migrate(env["DATABASE_URL"], env=env)
     code = (
         "from engagement.models import Product; from ingestion.services.keys import "
         "ingestion_key_create; print(ingestion_key_create("
@@ -157,13 +156,8 @@ def key_for_existing_database() -> str:
 
 def recreate_database() -> str:
     """A fresh, migrated database with one product; returns its ingestion key."""
-    with psycopg.connect(f"{PG_URL}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
     env = server_env()
-    subprocess.run(
-        [PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
-    )
+    recreate_migrated_database(env["DATABASE_URL"], env=env)
     out = subprocess.run(
         [PYTHON, "manage.py", "create_product", "Bench", "--json"],
         cwd=ROOT,

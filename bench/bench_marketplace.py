@@ -19,6 +19,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.databases import recreate_migrated_database  # noqa: E402 (after the path is set)
+
 DATABASE_URL = os.environ.get(
     "BENCH_MARKETPLACE_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/eds_mkt_bench"
 )
@@ -29,16 +33,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def recreate_database() -> None:
-    import psycopg
-
-    name = DATABASE_URL.rsplit("/", 1)[1]
-    admin_url = DATABASE_URL.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def wait_for(url: str, seconds: float = 30.0) -> dict:
@@ -66,13 +60,7 @@ def main() -> int:
         "LOG_LEVEL": "WARNING",
     }
     os.environ.update(env)
-    recreate_database()
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
+    recreate_migrated_database(DATABASE_URL, env=env)
     port = free_port()
     fake = subprocess.Popen(
         [
@@ -94,7 +82,6 @@ def main() -> int:
         base = f"http://127.0.0.1:{port}"
         state = wait_for(f"{base}/_fake/state")
         os.environ["MARKETPLACE_API_URL"] = base
-        sys.path.insert(0, str(ROOT))
         import django
 
         django.setup()

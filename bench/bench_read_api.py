@@ -29,6 +29,10 @@ from pathlib import Path
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.databases import ensure_migrated_database  # noqa: E402 (after the path is set)
+
 BIN = ROOT / ".venv" / "bin"
 PG_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432")
 DB_NAME = os.environ.get("BENCH_DB", "eds_bench_read")
@@ -44,13 +48,6 @@ DEEP_OFFSET = 50_000
 
 def database_url() -> str:
     return f"{PG_URL}/{DB_NAME}"
-
-
-def ensure_database() -> None:
-    with psycopg.connect(f"{PG_URL}/postgres", autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DB_NAME]).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{DB_NAME}"')
 
 
 def server_env() -> dict[str, str]:
@@ -70,15 +67,6 @@ def server_env() -> dict[str, str]:
         LOG_LEVEL="WARNING",
     )
     return env
-
-
-def migrate() -> None:
-    subprocess.run(
-        [str(BIN / "python"), "manage.py", "migrate", "--noinput", "--verbosity", "0"],
-        cwd=ROOT,
-        env=server_env(),
-        check=True,
-    )
 
 
 def seeded(conn: psycopg.Connection) -> tuple[int, int] | None:
@@ -315,8 +303,7 @@ def main() -> int:
     args = parser.parse_args()
     count = max(args.requests, 10)
 
-    ensure_database()
-    migrate()
+    ensure_migrated_database(database_url(), env=server_env())
     with psycopg.connect(database_url()) as conn:
         ids = seeded(conn)
         if ids is None:

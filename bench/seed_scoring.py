@@ -15,7 +15,6 @@ reseeds the database. Idempotent: a complete seed of the same day and size is le
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -24,6 +23,10 @@ from pathlib import Path
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.databases import recreate_migrated_database  # noqa: E402 (after the path is set)
+
 SERVER_URL = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
 DB_NAME = os.environ.get("BENCH_SCORES_DB", "eds_bench_scores")
 DATABASE_URL = f"{SERVER_URL}/{DB_NAME}"
@@ -66,19 +69,6 @@ def _seeded() -> bool:
     return row is not None
 
 
-def _recreate_database() -> None:
-    with _server() as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    env = {**os.environ, "DATABASE_URL": DATABASE_URL}
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
-
-
 def _drop_secondary_indexes(conn: psycopg.Connection, table: str) -> list[str]:
     """Drop the indexes that back no constraint; return their definitions to rebuild."""
     rows = conn.execute(
@@ -101,7 +91,7 @@ def seed() -> dict:
         return counts()
     started = time.monotonic()
     log(f"creating {DB_NAME} and migrating")
-    _recreate_database()
+    recreate_migrated_database(DATABASE_URL)
     with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
         conn.execute("SET synchronous_commit = off")
         conn.execute("SET maintenance_work_mem = '1GB'")
