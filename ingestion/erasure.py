@@ -1,6 +1,6 @@
 """What ingestion holds about an erased user or account, removed through engagement's erasure
-hook: their messages accepted but not yet applied, drop log details that quote them, and seen
-messageIds that carry their tracking id or email."""
+hook: their messages accepted but not yet applied, drop log details that quote them, and the
+messageIds remembered of their messages."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.db.models import Q
 from engagement.erasure_hooks import ErasureTarget
 from ingestion import acceptance
 from ingestion.models import AcceptedRequest, DroppedRequest, IngestionKey, SeenMessage
+from ingestion.services.dedup import seen_message_sender_hash
 
 # Both spellings of the id fields: v2 and Segment messages, and v1's.
 _ID_FIELDS = {"user": ("userId", "user_id"), "account": ("groupId", "group_id")}
@@ -72,10 +73,15 @@ def _drop_details_erase(target: ErasureTarget) -> int:
 
 
 def _seen_messages_erase(target: ErasureTarget) -> int:
-    """A seen messageId holds no link to its sender; only ids that embed the tracking id or
-    email are personal data, and those go (a repeat of one would then be applied again, to a
-    person who no longer exists: it is dropped if suppressed)."""
-    needles = Q(message_id__contains=target.tracking_id)
+    """The messageIds of the user's messages (every kind), or of the account's group calls,
+    found by their sender's keyed hash; and any id that embeds the tracking id or email (rows
+    written before the hashes were kept have only those). An account's users stay, so their
+    tracks that named the account keep their ids. A repeat of an erased id would be applied
+    again, to a person who no longer exists: it is dropped if suppressed. One scan of the
+    table, with no index to keep for it on every message."""
+    column = "user_hash" if target.kind == "user" else "account_hash"
+    hashed = seen_message_sender_hash(target.product_id, target.tracking_id)
+    needles = Q(**{column: hashed}) | Q(message_id__contains=target.tracking_id)
     if target.email:
         needles |= Q(message_id__contains=target.email)
     return SeenMessage.objects.filter(needles, product_id=target.product_id).delete()[0]

@@ -5,15 +5,19 @@ The claim is written twice, because the two routes hold their messages in differ
 in Python for messages loaded into the worker (`unseen_messages`, SQLite's route and the
 fallback of a request that failed whole), and in SQL for messages staged in PostgreSQL
 (`staged_messages_claim`). Both key a row by `seen_message_key` (md5 of "<product>:<id>") and
-keep the first of repeats; tests/ingestion/test_dedup_routes.py runs the same cases through
-both.
+keep the first of repeats, with its sender's keyed hashes (`seen_message_sender_hash`, for
+erasure); tests/ingestion/test_dedup_routes.py runs the same cases through both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+import hashlib
+import hmac
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -21,19 +25,79 @@ from ingestion import acceptance
 from ingestion.models import SeenMessage, seen_message_key
 
 _SEEN_CHUNK = 1000
+_SENDER_SALT = "ingestion.seen_message.sender"
+
+# A message's sender as SeenMessage keeps it: (user hash, account hash), either None.
+Sender = tuple[int | None, int | None]
 
 
-def seen_messages_claim(*, product_id: int, message_ids: Sequence[str]) -> set[str]:
+@functools.cache
+def _sender_key(secret: str) -> bytes:
+    # Derived from SECRET_KEY as salted_hmac derives a suppression's key, under a salt of its own.
+    return hashlib.sha256((_SENDER_SALT + secret).encode()).digest()
+
+
+def seen_message_sender_hash(product_id: int, tracking_id: str) -> int:
+    """A userId's or groupId's keyed hash as SeenMessage stores it: HMAC-SHA256 of
+    "<product>:<id>" under a key derived from SECRET_KEY, its first 8 bytes as a signed
+    integer. It cannot be checked against guessed ids without the key, and an erasure deletes
+    the rows that carry its person's."""
+    digest = hmac.new(
+        _sender_key(settings.SECRET_KEY), f"{product_id}:{tracking_id}".encode(), hashlib.sha256
+    ).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _sender_hash_params(product_id: int) -> dict:
+    """The parameters of _SENDER_HASH, the same HMAC in SQL: PostgreSQL's sha256() takes no key,
+    so the key's inner and outer pads are prepended as HMAC defines them."""
+    key = _sender_key(settings.SECRET_KEY).ljust(64, b"\0")  # SHA-256's block
+    return {
+        "sender_prefix": f"{product_id}:",
+        "inner_pad": bytes(byte ^ 0x36 for byte in key),
+        "outer_pad": bytes(byte ^ 0x5C for byte in key),
+    }
+
+
+_SENDER_HASH = (
+    "('x' || left(encode(sha256(%(outer_pad)s || sha256(%(inner_pad)s || "
+    "convert_to(%(sender_prefix)s || {tracking_id}, 'UTF8'))), 'hex'), 16))::bit(64)::bigint"
+)
+
+
+def message_sender(product_id: int, message: dict, known: dict[str, int]) -> Sender:
+    """The hashes of a stored message's userId and, for a group call, its groupId; `known`
+    keeps the hashes computed so far, one per id (a batch repeats its senders)."""
+
+    def hashed(tracking_id: object) -> int | None:
+        if not isinstance(tracking_id, str):
+            return None
+        if tracking_id not in known:
+            known[tracking_id] = seen_message_sender_hash(product_id, tracking_id)
+        return known[tracking_id]
+
+    group = message.get("groupId") if message.get("type") == "group" else None
+    return hashed(message.get("userId")), hashed(group)
+
+
+def seen_messages_claim(
+    *,
+    product_id: int,
+    message_ids: Sequence[str],
+    senders: Mapping[str, Sender] | None = None,
+) -> set[str]:
     """Record these messageIds as seen for the product; return the ones not seen before.
 
     Must run inside the transaction that applies the messages: an id is claimed only if that
     transaction commits. A concurrent transaction claiming the same id waits on the primary
     key and then finds it taken, so two workers never both apply one message. Ids are
-    inserted in the order of their keys so two such transactions cannot deadlock.
+    inserted in the order of their keys so two such transactions cannot deadlock. `senders`
+    gives each id's sender (message_sender); an id without one is stored without.
     """
     claimed: set[str] = set()
     if not message_ids:
         return claimed
+    senders = senders or {}
     table = connection.ops.quote_name(SeenMessage._meta.db_table)
     seen_at = connection.ops.adapt_datetimefield_value(timezone.now())
     key_field = SeenMessage._meta.pk
@@ -47,13 +111,15 @@ def seen_messages_claim(*, product_id: int, message_ids: Sequence[str]) -> set[s
     with connection.cursor() as cursor:
         for start in range(0, len(ordered), _SEEN_CHUNK):
             chunk = ordered[start : start + _SEEN_CHUNK]
-            values = ", ".join(["(%s, %s, %s, %s)"] * len(chunk))
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk))
             params: list = []
             for key in chunk:
-                params.extend((key, product_id, by_key[key], seen_at))
+                user_hash, account_hash = senders.get(by_key[key], (None, None))
+                params.extend((key, product_id, by_key[key], seen_at, user_hash, account_hash))
             cursor.execute(
-                f"INSERT INTO {table} (message_key, product_id, message_id, seen_at) "  # noqa: S608
-                f"VALUES {values} ON CONFLICT (message_key) DO NOTHING RETURNING message_key",
+                f"INSERT INTO {table} (message_key, product_id, message_id, seen_at, "  # noqa: S608
+                f"user_hash, account_hash) VALUES {values} "
+                "ON CONFLICT (message_key) DO NOTHING RETURNING message_key",
                 params,
             )
             claimed.update(by_key[str(row[0])] for row in cursor.fetchall())
@@ -64,17 +130,18 @@ def unseen_messages(product_id: int, messages: Iterable[dict]) -> list[dict]:
     """These stored messages less drop markers and repeats: a messageId seen earlier among
     them, or in an earlier drain. Their ids are claimed (see seen_messages_claim)."""
     candidates: list[dict] = []
-    ids: set[str] = set()
+    senders: dict[str, Sender] = {}
+    known: dict[str, int] = {}
     for message in messages:
         if acceptance.is_drop(message):
             continue
         message_id = message.get("messageId")
         if message_id is not None:
-            if message_id in ids:
+            if message_id in senders:
                 continue
-            ids.add(message_id)
+            senders[message_id] = message_sender(product_id, message, known)
         candidates.append(message)
-    claimed = seen_messages_claim(product_id=product_id, message_ids=list(ids))
+    claimed = seen_messages_claim(product_id=product_id, message_ids=list(senders), senders=senders)
     return [
         message
         for message in candidates
@@ -83,20 +150,31 @@ def unseen_messages(product_id: int, messages: Iterable[dict]) -> list[dict]:
 
 
 # Claim the staged messageIds, each at its first place (sorted by key, as in seen_messages_claim:
-# two workers cannot deadlock), keep the claimed keys, and count them against the staged
-# messages that have a key. Equal counts (the common case) mean no repeat: nothing to unstage.
-_CLAIM_STAGED = """
+# two workers cannot deadlock), with their senders' hashes, keep the claimed keys, and count them
+# against the staged messages that have a key. Equal counts (the common case) mean no repeat:
+# nothing to unstage. A batch repeats its users: each userId is hashed once (hashing each
+# message's costs three times as much); groupIds, of group calls only, are few.
+_CLAIM_STAGED = f"""
     WITH firsts AS (
-        SELECT DISTINCT ON (message_key) message_key, message_id
+        SELECT DISTINCT ON (message_key) message_key, message_id,
+               COALESCE(user_tid, body->>'userId') AS user_tid,
+               CASE WHEN type = 'group' THEN body->>'groupId' END AS group_tid
         FROM eds_stage_message WHERE message_key IS NOT NULL
         ORDER BY message_key, request_id, place),
+    users AS MATERIALIZED (
+        SELECT user_tid, {_SENDER_HASH.format(tracking_id="user_tid")} AS user_hash
+        FROM (SELECT DISTINCT user_tid FROM firsts WHERE user_tid IS NOT NULL) AS distinct_users),
     claimed AS (
-        INSERT INTO ingestion_seenmessage (message_key, product_id, message_id, seen_at)
-        SELECT message_key, %(product)s, message_id, %(now)s FROM firsts
+        INSERT INTO ingestion_seenmessage
+            (message_key, product_id, message_id, seen_at, user_hash, account_hash)
+        SELECT f.message_key, %(product)s, f.message_id, %(now)s, u.user_hash,
+               {_SENDER_HASH.format(tracking_id="f.group_tid")}
+        FROM firsts f LEFT JOIN users u ON u.user_tid = f.user_tid
+        ORDER BY f.message_key
         ON CONFLICT (message_key) DO NOTHING RETURNING message_key),
     kept AS (INSERT INTO eds_claimed_key SELECT message_key FROM claimed)
     SELECT (SELECT count(*) FROM claimed),
-           (SELECT count(*) FROM eds_stage_message WHERE message_key IS NOT NULL)"""
+           (SELECT count(*) FROM eds_stage_message WHERE message_key IS NOT NULL)"""  # noqa: S608 - fixed SQL
 # Otherwise unstage every message that is not a claimed first: a repeat within the staged
 # messages, or an id an earlier drain already claimed. (Ranking the repeats with a window
 # function instead sorts the messages whole, and costs more than the claim.)
@@ -121,7 +199,10 @@ def staged_messages_claim(*, product_id: int) -> None:
             "ON COMMIT DELETE ROWS"
         )
         cursor.execute("TRUNCATE eds_claimed_key")
-        cursor.execute(_CLAIM_STAGED, {"product": product_id, "now": timezone.now()})
+        cursor.execute(
+            _CLAIM_STAGED,
+            {"product": product_id, "now": timezone.now(), **_sender_hash_params(product_id)},
+        )
         claimed, keyed = cursor.fetchone()
         if claimed != keyed:
             cursor.execute(_UNSTAGE_REPEATS)

@@ -10,7 +10,11 @@ from django.db import connection, transaction
 from engagement.track_staging import StagedTracks
 from ingestion.acceptance.messages import drop_marker
 from ingestion.models import AcceptedRequest, SeenMessage
-from ingestion.services.dedup import seen_messages_claim, unseen_messages
+from ingestion.services.dedup import (
+    seen_message_sender_hash,
+    seen_messages_claim,
+    unseen_messages,
+)
 from ingestion.services.queue import ClaimedRequest
 from ingestion.services.staging import messages_stage
 
@@ -59,7 +63,7 @@ def _python_route(product_id: int, requests: list[list[dict]]) -> list[str]:
     return [message["event"] for message in unseen_messages(product_id, messages)]
 
 
-def _sql_route(product_id: int, requests: list[list[dict]]) -> list[str]:
+def _stage(product_id: int, requests: list[list[dict]]) -> list[dict]:
     claimed = []
     for messages in requests:
         row = AcceptedRequest.objects.create(
@@ -69,7 +73,11 @@ def _sql_route(product_id: int, requests: list[list[dict]]) -> list[str]:
             ClaimedRequest(row.id, row.received_at, row.endpoint, row.key_digest, 0, None)
         )
     others, _ = messages_stage(product_id, claimed, None)
-    assert others == []
+    return others
+
+
+def _sql_route(product_id: int, requests: list[list[dict]]) -> list[str]:
+    assert _stage(product_id, requests) == []
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT event_name FROM {StagedTracks.TABLE}")  # noqa: S608
         return [name for (name,) in cursor.fetchall()]
@@ -96,3 +104,32 @@ def test_both_routes_keep_the_same_messages(
         set(SeenMessage.objects.filter(product=acme.product).values_list("message_id", flat=True))
         == ids
     )
+
+
+def test_both_routes_keep_each_ids_sender_as_the_same_keyed_hashes(acme, globex):
+    """The user of every message, and the account of a group call (not of a track that names
+    one), with any characters; what an erasure looks for."""
+    user, account = "usr_ännä", "acct-ø"
+    base = {"timestamp": 1793527200000, "userId": user}
+    messages = [
+        {**base, "type": "identify", "traits": {}, "messageId": "m-1"},
+        {**base, "type": "group", "groupId": account, "traits": {}, "messageId": "m-2"},
+        {**base, "type": "track", "event": "A", "groupId": account, "messageId": "m-3"},
+        {"type": "group", "timestamp": 1793527200000, "groupId": account, "messageId": "m-4"},
+    ]
+
+    with transaction.atomic():
+        unseen_messages(acme.product.id, messages)
+        _stage(globex.product.id, [messages])
+
+    for tenant in (acme, globex):
+        user_hash = seen_message_sender_hash(tenant.product.id, user)
+        account_hash = seen_message_sender_hash(tenant.product.id, account)
+        rows = SeenMessage.objects.filter(product=tenant.product).order_by("message_id")
+        assert list(rows.values_list("message_id", "user_hash", "account_hash")) == [
+            ("m-1", user_hash, None),
+            ("m-2", user_hash, account_hash),
+            ("m-3", user_hash, None),
+            ("m-4", None, account_hash),
+        ]
+    assert seen_message_sender_hash(acme.product.id, user) != user_hash  # per product
