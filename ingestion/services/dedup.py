@@ -50,7 +50,9 @@ def seen_message_sender_hash(product_id: int, tracking_id: str) -> int:
 
 def _sender_hash_params(product_id: int) -> dict:
     """The parameters of _SENDER_HASH, the same HMAC in SQL: PostgreSQL's sha256() takes no key,
-    so the key's inner and outer pads are prepended as HMAC defines them."""
+    so the key's inner and outer pads are prepended as HMAC defines them. They reach the
+    statement's text (and a server log quoting a failed statement): the key is this hash's own,
+    and tells nothing of SECRET_KEY or of a suppression's key."""
     key = _sender_key(settings.SECRET_KEY).ljust(64, b"\0")  # SHA-256's block
     return {
         "sender_prefix": f"{product_id}:",
