@@ -171,7 +171,9 @@ def _events(workspace: Workspace, days: list[date]) -> tuple[list[DayCount], lis
     for row in rows:
         per_day[row["day"]] = per_day.get(row["day"], 0) + row["events"]
         per_event[row["event_name"]] = per_event.get(row["event_name"], 0) + row["events"]
-    top = sorted(per_event.items(), key=lambda item: (-item[1], item[0]))[:TOP_EVENTS]
+    # An event only erased people sent sums to 0 until the tallies are compacted: not a top event.
+    counted = [item for item in per_event.items() if item[1] > 0]
+    top = sorted(counted, key=lambda item: (-item[1], item[0]))[:TOP_EVENTS]
     return [DayCount(day, per_day.get(day, 0)) for day in days], top
 
 

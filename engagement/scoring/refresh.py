@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from engagement.models import ScoringState, Workspace
@@ -114,6 +114,8 @@ def workspace_refresh(
             state.full_rescored_at = now
             state.last_full_rescore_ms = duration_ms
         state.save()
+    if full:
+        score_tables_analyze()
     logger.info(
         "scores %s workspace=%s users=%s accounts=%s in %s ms",
         mode,
@@ -129,6 +131,20 @@ def workspace_refresh(
         accounts=accounts,
         duration_ms=duration_ms,
     )
+
+
+def score_tables_analyze() -> None:
+    """Refresh the planner's statistics of the score tables after a full rescore has committed.
+
+    A workspace's first rescore fills tables whose statistics still say "empty", and until
+    autovacuum catches up the next incremental refresh's rank update is planned as if they were:
+    one histogram per score row, minutes instead of a fraction of a second. Outside the refresh's
+    transaction, so the lock ANALYZE takes is not held across it; inside a caller's transaction
+    it is left to autovacuum.
+    """
+    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE engagement_userscore, engagement_accountscore")
 
 
 def _rescore_everyone(run: ScoringRun) -> tuple[int, int]:

@@ -3,6 +3,7 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import connection
 
 from engagement.models import (
     AccountScore,
@@ -393,3 +394,21 @@ def test_accounts_and_users_leaving_the_filter_lose_their_scores(acme):
     configure(acme, account_filter={"plan": "free"})
     workspace_rescore(workspace_id=acme.workspace.id)
     assert (set(account_scores(acme)), set(user_scores(acme))) == ({"G"}, {"g1"})
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_full_rescore_leaves_the_score_tables_statistics_current(five_users):
+    # Statistics saying "empty" after a first rescore made the next rank update take minutes.
+    workspace_rescore(workspace_id=five_users.workspace.id)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname, reltuples FROM pg_class "
+            "WHERE relname IN ('engagement_userscore', 'engagement_accountscore')"
+        )
+        planned = dict(cursor.fetchall())
+    assert planned == {
+        "engagement_userscore": UserScore.objects.count(),
+        "engagement_accountscore": AccountScore.objects.count(),
+    }
