@@ -131,12 +131,12 @@ class HistoryBuilder:
 
     def load_days(self) -> None:
         """The days to compute, as a table."""
-        self.temp("eds_h_day", "day DATE PRIMARY KEY")
+        self.temp("eds_h_day", "day DATE PRIMARY KEY, n INTEGER NOT NULL")
         days = (self.last - self.first).days + 1
         self.cursor.executemany(
-            "INSERT INTO eds_h_day (day) VALUES (%s)",
+            "INSERT INTO eds_h_day (day, n) VALUES (%s, %s)",
             [
-                (connection.ops.adapt_datefield_value(self.first + datetime.timedelta(days=n)),)
+                (connection.ops.adapt_datefield_value(self.first + datetime.timedelta(days=n)), n)
                 for n in range(days)
             ],
         )
@@ -153,59 +153,90 @@ class HistoryBuilder:
             return f"({day} + {int(days)})"
         return f"date({day}, '{int(days):+d} days')"
 
-    def raw_by_day(self, kind: str) -> None:
-        """From eds_h_<kind>_points (a subject's weighted points of one day) to eds_h_<kind>_day:
-        the raw score of every day first..last on which it is not zero.
+    def day_number(self, day: str) -> str:
+        """`day` as its number of days after the first day computed (negative before it)."""
+        return self.sql.days_between(day, "%(first)s")
 
-        A day's points count from that day until `lookback` days later: the running sum of
-        those entries and exits, per subject in day order, is the raw score from each change
-        to the next, and each stretch is spread over the days it covers.
+    def raw_by_day(self, kind: str) -> None:
+        """From eds_h_<kind>_points (a subject's weighted points of day number n) to
+        eds_h_<kind>_day: the raw score of every day first..last on which it is not zero.
+
+        A day's points count from that day until `lookback` days later, so a subject's raw score
+        only changes on a day with points (an entry) or `lookback` days after one (an exit).
+        One ordered pass over the points (window functions, every frame over the same order)
+        gives, for each entry, the raw score from it to the next change, and the same for its
+        exit; each such stretch is then spread over the days it covers.
         """
         column = f"{kind}_id"
-        points, change, out = f"eds_h_{kind}_points", f"eds_h_{kind}_change", f"eds_h_{kind}_day"
-        self.temp(change, f"{column} BIGINT, day DATE, raw BIGINT, next_day DATE")
-        self.run(
-            f"""
-            INSERT INTO {change} ({column}, day, raw, next_day)
-            SELECT {column}, day, raw, LEAD(day) OVER (PARTITION BY {column} ORDER BY day)
+        points, out = f"eds_h_{kind}_points", f"eds_h_{kind}_day"
+        look = self.lookback
+        ordered = f"PARTITION BY {column} ORDER BY n"
+        # The entry's window (n-lookback, n] and the exit's (n, n+lookback]; the next entry
+        # after the exit is the first of (n+lookback, ...).
+        entry = f"({ordered} RANGE BETWEEN {look - 1} PRECEDING AND CURRENT ROW)"
+        exit_ = f"({ordered} RANGE BETWEEN 1 FOLLOWING AND {look} FOLLOWING)"
+        after_exit = f"({ordered} RANGE BETWEEN {look + 1} FOLLOWING AND UNBOUNDED FOLLOWING)"
+        # The raw score changes next at the next entry or at the earliest exit still to come:
+        # that of the oldest entry in the window (from an entry), of the next entry (from an
+        # exit). An exit on the day of an entry is that entry's stretch (raw 0 here).
+        stretches = f"""
+            SELECT {column}, n,
+                CASE WHEN next_n IS NOT NULL AND next_n < oldest_n + {look}
+                    THEN next_n ELSE oldest_n + {look} END AS entry_stop,
+                entry_raw,
+                CASE WHEN after_exit_n IS NOT NULL AND after_exit_n < next_n + {look}
+                    THEN after_exit_n ELSE next_n + {look} END AS exit_stop,
+                CASE WHEN last_in_exit = n + {look} THEN 0
+                    ELSE COALESCE(exit_raw, 0) END AS exit_raw
             FROM (
-                SELECT {column}, day,
-                    SUM(SUM(delta)) OVER (PARTITION BY {column} ORDER BY day) AS raw
-                FROM (
-                    SELECT {column}, day, points AS delta FROM {points}
-                    UNION ALL
-                    SELECT {column}, {self.day_plus("day", self.lookback)}, -points FROM {points}
-                ) c
-                GROUP BY {column}, day
-            ) s
-            """
-        )
+                SELECT {column}, n,
+                    LEAD(n) OVER ({ordered}) AS next_n,
+                    CAST(SUM(points) OVER {entry} AS BIGINT) AS entry_raw,
+                    FIRST_VALUE(n) OVER {entry} AS oldest_n,
+                    CAST(SUM(points) OVER {exit_} AS BIGINT) AS exit_raw,
+                    LAST_VALUE(n) OVER {exit_} AS last_in_exit,
+                    FIRST_VALUE(n) OVER {after_exit} AS after_exit_n
+                FROM {points}
+            ) w
+        """
         self.temp(out, f"{column} BIGINT, day DATE, raw BIGINT")
+        span = (self.last - self.first).days
         if self.sql.postgres:
-            # Offsets from the first day: generate_series over dates would go through
-            # timestamps.
+            # One statement; the days come out subject by subject, the order of the history's
+            # primary key. Offsets from the first day: generate_series over dates would go
+            # through timestamps.
             self.run(
                 f"""
                 INSERT INTO {out} ({column}, day, raw)
-                SELECT s.{column}, CAST(%(first)s AS DATE) + g.n, s.raw FROM {change} s
+                SELECT c.{column}, CAST(%(first)s AS DATE) + g.n, s.raw
+                FROM ({stretches}) c
+                CROSS JOIN LATERAL (VALUES (c.n, c.entry_stop, c.entry_raw),
+                    (c.n + {look}, c.exit_stop, c.exit_raw)) AS s(start, stop, raw)
                 CROSS JOIN LATERAL generate_series(
-                    GREATEST(s.day, CAST(%(first)s AS DATE)) - CAST(%(first)s AS DATE),
-                    LEAST(COALESCE(s.next_day - 1, CAST(%(last)s AS DATE)),
-                        CAST(%(last)s AS DATE)) - CAST(%(first)s AS DATE)) AS g(n)
-                WHERE s.raw > 0 AND s.day <= %(last)s
-                AND (s.next_day IS NULL OR s.next_day > %(first)s)
-                """
-            )
-        else:
-            self.run(
-                f"""
-                INSERT INTO {out} ({column}, day, raw)
-                SELECT s.{column}, d.day, s.raw FROM {change} s
-                JOIN eds_h_day d ON d.day >= s.day
-                    AND (s.next_day IS NULL OR d.day < s.next_day)
+                    GREATEST(s.start, 0), LEAST(s.stop - 1, {span})) AS g(n)
                 WHERE s.raw > 0
                 """
             )
+        else:
+            change = f"eds_h_{kind}_change"
+            self.temp(
+                change,
+                f"{column} BIGINT, n INTEGER, entry_stop INTEGER, entry_raw BIGINT, "
+                "exit_stop INTEGER, exit_raw BIGINT",
+            )
+            self.run(f"INSERT INTO {change} {stretches}")
+            for start, stop, raw in (
+                ("c.n", "entry_stop", "entry_raw"),
+                (f"c.n + {look}", "exit_stop", "exit_raw"),
+            ):
+                self.run(
+                    f"""
+                    INSERT INTO {out} ({column}, day, raw)
+                    SELECT c.{column}, d.day, c.{raw} FROM {change} c
+                    JOIN eds_h_day d ON d.n >= {start} AND d.n < c.{stop}
+                    WHERE c.{raw} > 0
+                    """
+                )
         self.analyze(out)
 
     # --- a day or two: straight from the rollups ----------------------------------------------
@@ -299,9 +330,9 @@ class HistoryBuilder:
     # --- longer ranges: each day's points, then their running sums --------------------------
 
     def user_points(self) -> None:
-        """eds_h_user_points: each user's weighted points of each day with any."""
+        """eds_h_user_points: each user's weighted points of each day with any (its number n)."""
         scope = "JOIN eds_h_scope_user s ON s.user_id = r.user_id" if self.filtered else ""
-        self.temp("eds_h_user_points", "user_id BIGINT, day DATE, points BIGINT")
+        self.temp("eds_h_user_points", "user_id BIGINT, n INTEGER, points BIGINT")
         # The cap applies per user, event and day, whichever accounts the events went to;
         # without one, the rollup rows need no grouping by event first.
         counted = (
@@ -320,8 +351,8 @@ class HistoryBuilder:
         )
         self.run(
             f"""
-            INSERT INTO eds_h_user_points (user_id, day, points)
-            SELECT e.user_id, e.day, SUM(e.counted * COALESCE(w.weight, 1))
+            INSERT INTO eds_h_user_points (user_id, n, points)
+            SELECT e.user_id, {self.day_number("e.day")}, SUM(e.counted * COALESCE(w.weight, 1))
             FROM ({counted}) e
             LEFT JOIN eds_h_weight w ON w.event_name = e.event_name
             GROUP BY e.user_id, e.day
@@ -331,22 +362,24 @@ class HistoryBuilder:
         self.analyze("eds_h_user_points")
 
     def account_points(self) -> None:
-        """eds_h_account_points: each account's weighted points of each day with any."""
+        """eds_h_account_points: each account's weighted points of each day with any (its
+        number n)."""
         in_scope = (
             "JOIN eds_h_match_account s ON s.account_id = r.account_id" if self.filtered else ""
         )
         # The cap applies to each user's events of a day within the account (one rollup row).
-        self.temp("eds_h_account_points", "account_id BIGINT, day DATE, points BIGINT")
+        self.temp("eds_h_account_points", "account_id BIGINT, n INTEGER, points BIGINT")
+        points = f"SUM({self.capped('r.count')} * COALESCE(w.weight, 1))"
         self.run(
             f"""
-            INSERT INTO eds_h_account_points (account_id, day, points)
-            SELECT r.account_id, r.day, SUM({self.capped("r.count")} * COALESCE(w.weight, 1))
+            INSERT INTO eds_h_account_points (account_id, n, points)
+            SELECT r.account_id, {self.day_number("r.day")}, {points}
             FROM engagement_eventrollup r {in_scope}
             LEFT JOIN eds_h_weight w ON w.event_name = r.event_name
             WHERE r.product_id = %(product)s AND r.account_id IS NOT NULL
             AND r.day >= %(rollup_start)s AND r.day <= %(last)s
             GROUP BY r.account_id, r.day
-            HAVING SUM({self.capped("r.count")} * COALESCE(w.weight, 1)) > 0
+            HAVING {points} > 0
             """
         )
         self.analyze("eds_h_account_points")
@@ -365,14 +398,35 @@ class HistoryBuilder:
         )
 
     def day_percentiles(self) -> None:
-        """Each day's p90 of the non-zero raw scores (eds_h_user_day holds only those)."""
+        """Each day's p90 of the non-zero raw scores (eds_h_user_day holds only those).
+
+        On PostgreSQL, percentile_cont(0.9)'s own interpolation read off each day's histogram
+        of raw scores (a few thousand rows) instead of sorting each day's million rows (13 s
+        down to 3 for a month of a million users). Position 0.9 x (n - 1) counted from 0; the
+        values at its floor and ceiling are the first raw scores whose running count passes
+        them.
+        """
         self.temp("eds_h_p90", f"day DATE PRIMARY KEY, p90 {self.sql.float}")
         if self.sql.postgres:
             self.run(
                 """
                 INSERT INTO eds_h_p90 (day, p90)
-                SELECT day, percentile_cont(0.9) WITHIN GROUP (ORDER BY raw)
-                FROM eds_h_user_day GROUP BY day
+                SELECT day, low + (high - low) * (position - FLOOR(position)) FROM (
+                    SELECT day, position,
+                        MIN(raw) FILTER (WHERE upto > FLOOR(position)) AS low,
+                        MIN(raw) FILTER (WHERE upto > CEIL(position)) AS high
+                    FROM (
+                        SELECT day, CAST(raw AS DOUBLE PRECISION) AS raw,
+                            SUM(rows) OVER (PARTITION BY day ORDER BY raw) AS upto,
+                            CAST(0.9 AS DOUBLE PRECISION) * (SUM(rows) OVER (PARTITION BY day) - 1)
+                                AS position
+                        FROM (
+                            SELECT day, raw, COUNT(*) AS rows FROM eds_h_user_day
+                            GROUP BY day, raw
+                        ) histogram
+                    ) counted
+                    GROUP BY day, position
+                ) ends
                 """
             )
             return

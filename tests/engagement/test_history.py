@@ -1,5 +1,6 @@
 """Score history on hand-computed examples, and each stored day against a rescore as of it."""
 
+import random
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
@@ -51,6 +52,34 @@ def account_id(tenant, tracking_id: str) -> int:
 
 def scores(points) -> list[int]:
     return [point.engagement_score for point in points]
+
+
+def stored_points(workspace) -> tuple[dict, dict]:
+    """The stored history, {(user or account id, day): (score, raw)}, users then accounts."""
+    users = {
+        (row.user_id, row.day): (row.engagement_score, row.raw_score)
+        for row in UserScoreDay.objects.filter(workspace=workspace)
+    }
+    accounts = {
+        (row.account_id, row.day): (row.engagement_score, row.raw_score)
+        for row in AccountScoreDay.objects.filter(workspace=workspace)
+    }
+    return users, accounts
+
+
+def rescored_points(workspace, *, days: int) -> tuple[dict, dict]:
+    """What a full rescore at the end of each of the last `days` past days scored, in the form
+    of stored_points (subjects scoring 0 left out, as the history leaves them out)."""
+    users, accounts = {}, {}
+    for k in range(days, 0, -1):
+        workspace_rescore(workspace_id=workspace.id, now=end_of(day(k)))
+        for row in UserScore.objects.filter(workspace=workspace):
+            if row.engagement_score or row.raw_score:
+                users[(row.user_id, day(k))] = (row.engagement_score, row.raw_score)
+        for row in AccountScore.objects.filter(workspace=workspace):
+            if row.engagement_score or row.raw_score:
+                accounts[(row.account_id, day(k))] = (row.engagement_score, row.raw_score)
+    return users, accounts
 
 
 @pytest.fixture
@@ -234,25 +263,8 @@ def test_every_stored_day_equals_a_rescore_as_of_that_day(acme, cap):
     )
     workspace = acme.workspace
     score_history_update(workspace_id=workspace.id)
-    stored_users = {
-        (row.user_id, row.day): (row.engagement_score, row.raw_score)
-        for row in UserScoreDay.objects.filter(workspace=workspace)
-    }
-    stored_accounts = {
-        (row.account_id, row.day): (row.engagement_score, row.raw_score)
-        for row in AccountScoreDay.objects.filter(workspace=workspace)
-    }
-
-    expected_users, expected_accounts = {}, {}
-    for k in range(14, 0, -1):
-        workspace_rescore(workspace_id=workspace.id, now=end_of(day(k)))
-        for row in UserScore.objects.filter(workspace=workspace):
-            if row.engagement_score or row.raw_score:
-                expected_users[(row.user_id, day(k))] = (row.engagement_score, row.raw_score)
-        for row in AccountScore.objects.filter(workspace=workspace):
-            if row.engagement_score or row.raw_score:
-                expected_accounts[(row.account_id, day(k))] = (row.engagement_score, row.raw_score)
-
+    stored_users, stored_accounts = stored_points(workspace)
+    expected_users, expected_accounts = rescored_points(workspace, days=14)
     assert len(expected_users) > 20 and len(expected_accounts) > 10
     assert stored_users == expected_users
     assert stored_accounts == expected_accounts
@@ -275,6 +287,39 @@ def test_every_stored_day_equals_a_rescore_as_of_that_day(acme, cap):
     assert recent_users and recent_accounts
     assert recent_users == {key: v for key, v in expected_users.items() if key[1] >= day(2)}
     assert recent_accounts == {key: v for key, v in expected_accounts.items() if key[1] >= day(2)}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_generated_activity_stores_what_a_rescore_of_each_day_scores(acme, seed):
+    """Activity drawn at random over 16 days with a lookback of 3: points leave the window on
+    the day others enter it, days follow each other or leave gaps, several users share an
+    account. Every stored day is still what scoring computed on that day."""
+    configure(acme, lookback=3, weights={"report": 2})
+    rng = random.Random(seed)
+    members = [group(f"g{n}", f"acct-{n % 3}") for n in range(6)]
+    # g0 acts exactly one lookback apart (an exit on the day of an entry), g1 on every day.
+    tracked = [track("g0", "report", days_ago=k, account="acct-0") for k in (13, 10, 7, 4, 1)]
+    tracked += [track("g1", "login", days_ago=k, account="acct-1") for k in range(1, 16)]
+    for n in range(2, 6):
+        for days_ago in rng.sample(range(1, 17), rng.randint(2, 8)):
+            tracked.append(
+                track(
+                    f"g{n}",
+                    rng.choice(["report", "login"]),
+                    days_ago=days_ago,
+                    times=rng.randint(1, 4),
+                    account=rng.choice([f"acct-{n % 3}", None]),
+                )
+            )
+    apply(acme, *members, *tracked)
+    workspace = acme.workspace
+    score_history_update(workspace_id=workspace.id)
+    stored_users, stored_accounts = stored_points(workspace)
+    expected_users, expected_accounts = rescored_points(workspace, days=17)
+
+    assert len(expected_users) > 40 and len(expected_accounts) > 15
+    assert stored_users == expected_users
+    assert stored_accounts == expected_accounts
 
 
 def test_the_beat_updates_each_workspace_once_a_day(ada_and_bob, globex, settings):
