@@ -4,17 +4,18 @@ The score of day D is the scoring formula (engagement/scoring/formula.py) with D
 user's raw score is the sum of weight x capped count over the `lookback` days ending at D, the
 score is that raw normalised by day D's p90 of the workspace's non-zero raw scores, and an account
 scores the mean of its linked users' scores (users without a point counting 0), its raw score
-being the weighted events attributed to it. The rounding, the score expression and the
-percentile are the scoring engine's own (`Dialect`, `percentile_90`); the history tests check
-every stored day against a full rescore run as of that day.
+being the weighted events attributed to it. The rounding and the score expression are the
+scoring engine's own (`Dialect`), the percentile `percentile_90` on SQLite and, on PostgreSQL,
+percentile_cont's interpolation read off a histogram; the history tests check every stored day
+against a full rescore run as of that day.
 
 Computing D after D one window at a time would read the rollups once per day. Instead each
-(user, day) total enters the raw score on its day and leaves it `lookback` days later: one pass
-turns the rollups into these changes, a running sum over each user's changes gives the raw score
-from one change to the next, and each such stretch becomes one row per day it covers. A month of
-history for a million users is then one pass over a month and a lookback of rollups. A day or two
-(the daily step) sums each day's window straight from the rollups instead, users and accounts in
-the same pass.
+(user, day) total enters the raw score on its day and leaves it `lookback` days later, so the raw
+score changes only on those days: one ordered pass over each user's day totals gives the raw
+score from each change to the next, and each such stretch becomes one row per day it covers. A
+month of history for a million users is then one pass over a month and a lookback of rollups. A
+day or two (the daily step) sums each day's window straight from the rollups instead, users and
+accounts in the same pass.
 """
 
 # SQL here is assembled from fixed table and column names and dialect snippets; every value is

@@ -24,7 +24,7 @@ from engagement.models import (
     UserScore,
     UserScoreDay,
 )
-from engagement.scoring import workspace_rescore
+from engagement.scoring import percentile_90, workspace_rescore
 from engagement.tasks import score_history_due
 from tests.engagement.helpers import apply, group, track
 from tests.engagement.test_scoring import configure
@@ -336,3 +336,29 @@ def test_the_beat_updates_each_workspace_once_a_day(ada_and_bob, globex, setting
         workspace_id=ada_and_bob.workspace.id, user_id=user_id(ada_and_bob, "bob")
     )
     assert scores(bob)[-3:] == [100, 100, 100]
+
+
+@pytest.mark.parametrize(
+    "raws",
+    [[7], [3, 9], [5, 5, 5, 8], list(range(1, 11)), list(range(1, 12)), [1, 1, 2, 3, 3, 3, 40, 40]],
+)
+def test_each_days_p90_is_the_scoring_percentile_of_its_raw_scores(acme, raws):
+    """Read off a histogram on PostgreSQL, a day's p90 is still the scoring engine's percentile
+    (interpolated between closest ranks), with ties and with odd and even counts."""
+    builder = HistoryBuilder(workspace=acme.workspace, first=day(2), last=day(1))
+    try:
+        builder.temp("eds_h_user_day", "user_id BIGINT, day DATE, raw BIGINT")
+        rows = [(n, day(1), raw) for n, raw in enumerate(raws)]
+        rows += [(n, day(2), raw * 3) for n, raw in enumerate(raws[1:])]
+        builder.cursor.executemany(
+            "INSERT INTO eds_h_user_day (user_id, day, raw) VALUES (%s, %s, %s)", rows
+        )
+        builder.day_percentiles()
+        builder.cursor.execute("SELECT day, p90 FROM eds_h_p90")
+        p90s = {str(row_day): p90 for row_day, p90 in builder.cursor.fetchall()}
+    finally:
+        builder.close()
+    expected = {str(day(1)): percentile_90(raws)}
+    if raws[1:]:
+        expected[str(day(2))] = percentile_90([raw * 3 for raw in raws[1:]])
+    assert p90s == expected
