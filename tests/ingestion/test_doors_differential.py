@@ -49,7 +49,7 @@ import pytest
 from django.apps import apps
 from django.conf import settings as django_settings
 from django.core.management import call_command
-from django.db import DataError, connection
+from django.db import DataError, connection, transaction
 from django.db.models import Max
 from django.test.utils import setup_databases
 from hypothesis import HealthCheck, Phase, given, note, settings
@@ -1418,10 +1418,12 @@ def forget_domain() -> None:
         if model.__name__ not in keep and not model._meta.proxy and model._meta.managed
     ]
     tables.append(SeenMessage._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "TRUNCATE " + ", ".join(connection.ops.quote_name(t) for t in tables) + " CASCADE"
-        )
+    # DELETE, not TRUNCATE: an example leaves a few rows, and truncating these tables and the
+    # events' daily partitions takes about 65 ms a call against 3 ms, over some 1,300 examples.
+    # One transaction, so the foreign keys (deferred) are checked once every table is empty.
+    with transaction.atomic(), connection.cursor() as cursor:
+        for table in tables:
+            cursor.execute(f"DELETE FROM {connection.ops.quote_name(table)}")  # noqa: S608
 
 
 def check_store(req: Req, seen: dict[str, Seen]) -> None:
