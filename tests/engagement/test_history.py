@@ -82,6 +82,21 @@ def rescored_points(workspace, *, days: int) -> tuple[dict, dict]:
     return users, accounts
 
 
+def assert_built_history_is_rescored(
+    workspace, *, days: int, more_users_than: int, more_accounts_than: int
+) -> tuple[dict, dict]:
+    """Build the history, check it point by point against rescored_points (over enough points
+    to mean something) and return those points."""
+    score_history_update(workspace_id=workspace.id)
+    stored_users, stored_accounts = stored_points(workspace)
+    expected_users, expected_accounts = rescored_points(workspace, days=days)
+    assert len(expected_users) > more_users_than
+    assert len(expected_accounts) > more_accounts_than
+    assert stored_users == expected_users
+    assert stored_accounts == expected_accounts
+    return expected_users, expected_accounts
+
+
 @pytest.fixture
 def ada_and_bob(acme):
     """Lookback 7. Ada reports 4 times ten days ago, then nothing; Bob reports once a day from
@@ -262,12 +277,9 @@ def test_every_stored_day_equals_a_rescore_as_of_that_day(acme, cap):
         track("u5", "login", days_ago=1, times=1, account="b"),
     )
     workspace = acme.workspace
-    score_history_update(workspace_id=workspace.id)
-    stored_users, stored_accounts = stored_points(workspace)
-    expected_users, expected_accounts = rescored_points(workspace, days=14)
-    assert len(expected_users) > 20 and len(expected_accounts) > 10
-    assert stored_users == expected_users
-    assert stored_accounts == expected_accounts
+    expected_users, expected_accounts = assert_built_history_is_rescored(
+        workspace, days=14, more_users_than=20, more_accounts_than=10
+    )
     # The daily step's path (a day or two, each window summed directly) gives the same points.
     UserScoreDay.objects.filter(workspace=workspace, day__gte=day(2)).delete()
     AccountScoreDay.objects.filter(workspace=workspace, day__gte=day(2)).delete()
@@ -312,14 +324,9 @@ def test_generated_activity_stores_what_a_rescore_of_each_day_scores(acme, seed)
                 )
             )
     apply(acme, *members, *tracked)
-    workspace = acme.workspace
-    score_history_update(workspace_id=workspace.id)
-    stored_users, stored_accounts = stored_points(workspace)
-    expected_users, expected_accounts = rescored_points(workspace, days=17)
-
-    assert len(expected_users) > 40 and len(expected_accounts) > 15
-    assert stored_users == expected_users
-    assert stored_accounts == expected_accounts
+    assert_built_history_is_rescored(
+        acme.workspace, days=17, more_users_than=40, more_accounts_than=15
+    )
 
 
 def test_the_beat_updates_each_workspace_once_a_day(ada_and_bob, globex, settings):
