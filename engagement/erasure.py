@@ -148,11 +148,12 @@ def erasure_run(*, erasure_id: int, tries: int = QUICK_TRIES) -> Erasure | None:
                 )
                 raise
             logger.warning(
-                "erasure %s: try %s of %s met a transient %s; trying again",
+                "erasure %s: try %s of %s met a transient %s (%s)",
                 erasure_id,
                 attempt,
                 tries,
                 type(error).__name__,
+                type(error.__cause__ or error).__name__,  # the driver's: DeadlockDetected, ...
             )
             _connection_reset()
             if attempt == tries:

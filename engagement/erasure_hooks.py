@@ -46,6 +46,12 @@ def erasure_hook_register(
         _hooks[stage].append(hook)
 
 
+def erasure_hook_unregister(hook: ErasureHook) -> None:
+    for hooks in _hooks.values():
+        if hook in hooks:
+            hooks.remove(hook)
+
+
 def erasure_hooks_run(
     target: ErasureTarget, stage: ErasureStage = ErasureStage.AFTER_TARGET
 ) -> dict[str, int]:
