@@ -22,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import pytest
+import redis
+from django.conf import settings
 from django.db import connection
 
 from engagement.models import Event, EventRollup, Membership, User
@@ -35,6 +37,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgresql, pytest.mark.django_db(tra
 ADA = "ada-race-7731"
 CALLS = 900
 BASE_MS = 1_700_000_000_000  # each call's timestamp is BASE_MS + its number
+WORKER_SESSIONS = "eds-race-worker"  # the workers' database sessions' application_name
 
 
 def delete(url: str, bearer: str) -> dict:
@@ -63,6 +66,14 @@ def call(number: int) -> tuple[str, dict]:
     return "v2/track", {"userId": ADA, "event": "Opened", "timestamp": when}
 
 
+def worker_sessions() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [WORKER_SESSIONS]
+        )
+        return cursor.fetchone()[0]
+
+
 def deadlocks() -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
@@ -71,7 +82,7 @@ def deadlocks() -> int:
 
 @pytest.fixture
 def two_workers(live_server, broker):
-    env = service_env()
+    env = service_env(PGAPPNAME=WORKER_SESSIONS)
     options = ("worker", "--pool", "solo", "--without-gossip", "--without-mingle")
     workers = [start(*options, "--hostname", f"race{n}@%h", env=env) for n in (1, 2)]
     yield workers
@@ -81,9 +92,6 @@ def two_workers(live_server, broker):
 
 @pytest.fixture
 def broker():
-    import redis
-    from django.conf import settings
-
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     client.flushdb()
     yield client
@@ -123,10 +131,13 @@ def test_an_erasure_during_two_workers_drains_completes(live_server, two_workers
     wait_for(lambda: receipt(url, token)["status"] in ("completed", "failed"), timeout=40)
     wait_for(lambda: not AcceptedRequest.objects.exists(), timeout=40)
     done = receipt(url, token)
-    for worker in two_workers:  # their sessions end: PostgreSQL's statistics are flushed
+    for worker in two_workers:
         stop(worker)
+    # A session flushes its statistics (the deadlocks it met) as it ends.
+    wait_for(lambda: worker_sessions() == 0, timeout=10)
 
     assert done["status"] == "completed", done
+    assert done["counts"]["users"] == 1
     assert not User.objects.filter(id=ada_id).exists()
     for model in (Event, EventRollup, Membership):
         assert not model.objects.filter(user_id=ada_id).exists(), model.__name__
