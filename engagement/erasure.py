@@ -4,7 +4,9 @@ their tracking id for data that arrives later.
 A request is recorded first (`erasure_request`, status pending) and the work runs in a Celery
 task (`erasure_run`): the person's rows go in one transaction, with what other apps hold about
 them (engagement.erasure_hooks), and the product's workspaces are marked for a full rescore so
-the next refresh recomputes every score without them.
+the next refresh recomputes every score without them. Its locks are taken in the order the
+ingestion worker takes them (`_erase`); a transient failure (a deadlock, a lost connection) is
+tried again until the erasure completes, and only another cause marks it failed.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """An erasure forgets the messageIds remembered of its person's messages, whatever the ids look
-like (found by their sender's keyed hash), and leaves everyone else's."""
+like (found by their sender's keyed hash), and leaves everyone else's; and it finds the
+person's waiting (accepted, not applied) messages through every door, whatever characters
+their tracking id holds, so a drain afterwards never brings them back."""
 
 import pytest
 from django.core.management import call_command
