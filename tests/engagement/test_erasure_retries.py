@@ -210,3 +210,14 @@ def test_the_erase_command_prints_a_failures_reason(acme, ada, erasure_hook, cap
     with pytest.raises(CommandError, match="ValueError: a failure that retrying cannot fix"):
         call_command("erase", "--product", str(acme.product.id), "--user", ADA)
     assert '"status": "failed"' in capsys.readouterr().out
+
+
+def test_the_erase_command_tries_again_until_the_erasure_completes(acme, ada, erasure_hook, capsys):
+    erasure_hook(transient_failures(QUICK_TRIES))  # its first run defers it
+
+    call_command("erase", "--product", str(acme.product.id), "--user", ADA)
+
+    printed = capsys.readouterr()
+    assert "trying again in 1 s" in printed.err
+    assert '"status": "completed"' in printed.out
+    assert_erased(ada)
