@@ -4,13 +4,16 @@ their tracking id for data that arrives later.
 A request is recorded first (`erasure_request`, status pending) and the work runs in a Celery
 task (`erasure_run`): the person's rows go in one transaction, with what other apps hold about
 them (engagement.erasure_hooks), and the product's workspaces are marked for a full rescore so
-the next refresh recomputes every score without them.
+the next refresh recomputes every score without them. Its locks are taken in the order the
+ingestion worker takes them (`_erase`); a transient failure (a deadlock, a lost connection) is
+tried again until the erasure completes, and only another cause marks it failed.
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import UTC, date, datetime, time, timedelta
+from time import sleep
 
 from celery import current_app
 from django.db import connection, transaction
@@ -18,7 +21,7 @@ from django.db.models import Max, Min
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
-from engagement.erasure_hooks import ErasureTarget, erasure_hooks_run
+from engagement.erasure_hooks import ErasureStage, ErasureTarget, erasure_hooks_run
 from engagement.models import (
     Account,
     Erasure,
@@ -27,7 +30,9 @@ from engagement.models import (
     ScoringState,
     Suppression,
     User,
+    Workspace,
 )
+from engagement.transient import is_transient
 
 logger = logging.getLogger(__name__)
 
@@ -114,59 +119,161 @@ def erasure_get_for_product(*, product_id: int, erasure_id: int) -> Erasure | No
     return Erasure.objects.filter(product_id=product_id, id=erasure_id).first()
 
 
-def erasure_run(*, erasure_id: int) -> Erasure | None:
-    """Carry out a pending erasure; None if there is none with that id waiting (run already)."""
+class ErasureDeferred(Exception):
+    """A transient failure (deadlock, lost connection, ...) outlasted the quick retries: the
+    erasure stays `running` and must be run again later (the task retries it with a backoff)."""
+
+
+# Tries in one call of erasure_run, and the pause before each next one: a deadlock or a
+# serialization failure passes at once; a database that is restarting takes longer, and the
+# task's own retries (engagement.tasks) wait for it without holding a worker.
+QUICK_TRIES = 4
+_QUICK_PAUSES = (0.05, 0.2, 1.0)
+
+
+def erasure_run(*, erasure_id: int, tries: int = QUICK_TRIES) -> Erasure | None:
+    """Carry out a pending erasure, or one left running by a run that was interrupted; None if
+    there is none with that id to run (done, failed, or being run elsewhere right now).
+
+    A transient failure is tried again (`tries` in all here, then ErasureDeferred): the
+    erasure's one transaction rolled back, so each try starts afresh. Any other failure marks
+    it failed, with its cause, and is raised."""
+    if not _erasure_mark_running(erasure_id):
+        return None
+    for attempt in range(1, tries + 1):
+        try:
+            return _erasure_attempt(erasure_id)
+        except Exception as error:
+            if not is_transient(error):
+                Erasure.objects.filter(id=erasure_id, status=Erasure.Status.RUNNING).update(
+                    status=Erasure.Status.FAILED, error=type(error).__name__[:200]
+                )
+                raise
+            logger.warning(
+                "erasure %s: try %s of %s met a transient %s (%s)",
+                erasure_id,
+                attempt,
+                tries,
+                type(error).__name__,
+                type(error.__cause__ or error).__name__,  # the driver's: DeadlockDetected, ...
+            )
+            _connection_reset()
+            if attempt == tries:
+                raise ErasureDeferred(f"erasure {erasure_id}") from error
+            sleep(_QUICK_PAUSES[min(attempt, len(_QUICK_PAUSES)) - 1])
+    return None  # tries < 1: nothing tried
+
+
+def _erasure_mark_running(erasure_id: int) -> bool:
+    """Mark a pending erasure running (the receipt shows it at once); True if it is running
+    now and no other run holds it."""
     with transaction.atomic():
         erasure = (
             Erasure.objects.select_for_update(skip_locked=True)
-            .filter(id=erasure_id, status=Erasure.Status.PENDING)
+            .filter(id=erasure_id, status__in=(Erasure.Status.PENDING, Erasure.Status.RUNNING))
+            .first()
+        )
+        if erasure is None:
+            return False
+        if erasure.status == Erasure.Status.PENDING:
+            erasure.status = Erasure.Status.RUNNING
+            erasure.started_at = timezone.now()
+            erasure.save(update_fields=["status", "started_at"])
+    return True
+
+
+def _erasure_attempt(erasure_id: int) -> Erasure | None:
+    """Erase, and mark the erasure completed, in one transaction that holds the erasure's row:
+    a second run of the same erasure (a redelivered task) skips it, and a crash part-way
+    leaves it running with nothing erased, for the next run."""
+    with transaction.atomic():
+        erasure = (
+            Erasure.objects.select_for_update(skip_locked=True)
+            .filter(id=erasure_id, status=Erasure.Status.RUNNING)
             .first()
         )
         if erasure is None:
             return None
-        erasure.status = Erasure.Status.RUNNING
-        erasure.started_at = timezone.now()
-        erasure.save(update_fields=["status", "started_at"])
-    try:
-        with transaction.atomic():
-            counts = _erase(erasure)
-    except Exception as error:
-        Erasure.objects.filter(id=erasure.id).update(
-            status=Erasure.Status.FAILED, error=type(error).__name__[:200]
-        )
-        raise
-    erasure.counts = counts
-    erasure.status = Erasure.Status.COMPLETED
-    erasure.completed_at = timezone.now()
-    erasure.save(update_fields=["counts", "status", "completed_at"])
-    logger.info("erasure %s of a %s completed: %s", erasure.id, erasure.kind, counts)
+        erasure.counts = _erase(erasure)
+        erasure.status = Erasure.Status.COMPLETED
+        erasure.completed_at = timezone.now()
+        erasure.error = ""
+        erasure.save(update_fields=["counts", "status", "completed_at", "error"])
+    logger.info("erasure %s of a %s completed: %s", erasure.id, erasure.kind, erasure.counts)
     return erasure
 
 
-def _erase(erasure: Erasure) -> dict[str, int]:
-    target = (
-        _target_model(erasure.kind)
-        .objects.select_for_update()
-        .filter(product_id=erasure.product_id, id=erasure.target_id)
-        .first()
+def _connection_reset() -> None:
+    """After a transient failure outside any outer transaction, drop a connection that broke
+    (a terminated session, a restarted server), so the next try opens a fresh one."""
+    if not connection.in_atomic_block:
+        connection.close_if_unusable_or_obsolete()
+
+
+def erasure_failure_reason(erasure: Erasure) -> str | None:
+    """What the receipt of a failed erasure says: the cause's class and that nothing was erased;
+    never the error's message, which could quote a value."""
+    if erasure.status != Erasure.Status.FAILED:
+        return None
+    cause = erasure.error or "An error"
+    return (
+        f"{cause}: a failure that retrying cannot fix stopped the erasure, and nothing was "
+        "erased. The worker's log has the details; request the erasure again once it is fixed."
     )
-    if target is None:  # erased by an earlier request meanwhile: nothing of it is left
+
+
+def _erase(erasure: Erasure) -> dict[str, int]:
+    """Erase the target and what other apps hold about it, taking locks in the order every
+    other writer takes them (see docs/erasure.md, "Lock order"):
+
+    1. the product's ScoringState rows: a refresh holds its workspace's for its whole run and
+       then writes score and segment rows of users and accounts, so the erasure waits for a
+       running refresh here, holding nothing it needs (a refresh that starts meanwhile skips
+       the locked row and says busy);
+    2. waiting accepted requests that name the target (the BEFORE_TARGET hooks): a drain locks
+       its accepted rows before any user or account, and never waits for a row (SKIP LOCKED);
+    3. the user's or account's row: a drain locks the users of its batch (and the accounts its
+       group calls change) next, in id order, before it writes anything that refers to them;
+    4. what refers to the target, then the row, then the AFTER_TARGET hooks.
+    """
+    model = _target_model(erasure.kind)
+    product_workspaces = Workspace.objects.filter(product_id=erasure.product_id).values("id")
+    workspaces = ScoringState.objects.filter(workspace_id__in=product_workspaces)
+    list(workspaces.select_for_update().order_by("pk").values_list("pk", flat=True))
+    found = model.objects.filter(product_id=erasure.product_id, id=erasure.target_id).first()
+    if found is None:  # erased by an earlier request meanwhile: nothing of it is left
         return {}
-    who = ErasureTarget(
+    who = _erasure_target(erasure, found)
+    counts = erasure_hooks_run(who, ErasureStage.BEFORE_TARGET)
+    target = model.objects.select_for_update().filter(id=found.id).first()
+    if target is None:  # erased by another request while this one waited
+        return counts
+    if _erasure_target(erasure, target) != who:  # its email changed while this one waited
+        who = _erasure_target(erasure, target)
+        _counts_add(counts, erasure_hooks_run(who, ErasureStage.BEFORE_TARGET))
+    if erasure.kind == Erasure.Kind.USER:
+        _counts_add(counts, _user_erase(target))
+    else:
+        _counts_add(counts, _account_erase(target))
+    _counts_add(counts, erasure_hooks_run(who))
+    # A changed digest makes the next refresh rescore in full: every score, percentile and
+    # account total is then computed without the erased rows.
+    workspaces.update(config_digest="")
+    return counts
+
+
+def _erasure_target(erasure: Erasure, target: User | Account) -> ErasureTarget:
+    return ErasureTarget(
         product_id=erasure.product_id,
         kind=erasure.kind,
         tracking_id=target.tracking_id,
         email=getattr(target, "email", ""),
     )
-    if erasure.kind == Erasure.Kind.USER:
-        counts = _user_erase(target)
-    else:
-        counts = _account_erase(target)
-    counts.update(erasure_hooks_run(who))
-    # A changed digest makes the next refresh rescore in full: every score, percentile and
-    # account total is then computed without the erased rows.
-    ScoringState.objects.filter(workspace__product_id=erasure.product_id).update(config_digest="")
-    return counts
+
+
+def _counts_add(counts: dict[str, int], more: dict[str, int]) -> None:
+    for name, removed in more.items():
+        counts[name] = counts.get(name, 0) + removed
 
 
 def _execute(sql: str, params: list) -> int:

@@ -7,7 +7,7 @@ from celery import shared_task
 from django.conf import settings
 
 from engagement import event_store, history, metrics, scoring, segments, services
-from engagement.erasure import erasure_run
+from engagement.erasure import ErasureDeferred, erasure_run
 from engagement.models import Segment, Workspace
 from engagement.segments import segment_refresh
 
@@ -105,8 +105,23 @@ def score_history_update(workspace_id: int) -> str:
     return history.score_history_update(workspace_id=workspace_id).mode
 
 
-@shared_task(ignore_result=True)
-def erasure_run_task(erasure_id: int) -> str:
-    """Erase the user or account of a pending erasure request."""
-    done = erasure_run(erasure_id=erasure_id)
+# The pause before each retry of an erasure that met transient failures: doubling, at most a
+# minute. A retry is never given up: the erasure stays `running` until it completes.
+ERASURE_RETRY_MAX_SECONDS = 60
+
+
+def erasure_retry_seconds(retries: int) -> int:
+    return min(2 ** min(retries, 6), ERASURE_RETRY_MAX_SECONDS)
+
+
+@shared_task(bind=True, ignore_result=True, max_retries=None)
+def erasure_run_task(self, erasure_id: int) -> str:
+    """Erase the user or account of a pending erasure request; after transient failures (a
+    deadlock, a lost connection), again later, for as long as it takes."""
+    try:
+        done = erasure_run(erasure_id=erasure_id)
+    except ErasureDeferred as deferred:
+        countdown = erasure_retry_seconds(self.request.retries)
+        logger.warning("erasure %s deferred; retrying in %s s", erasure_id, countdown)
+        raise self.retry(exc=deferred, countdown=countdown, max_retries=None) from deferred
     return "skipped" if done is None else done.status

@@ -6,10 +6,11 @@ class IngestionConfig(AppConfig):
     verbose_name = "Ingestion"
 
     def ready(self) -> None:
-        from engagement.erasure_hooks import erasure_hook_register
+        from engagement.erasure_hooks import ErasureStage, erasure_hook_register
         from engagement.health import ingestion_provider_register
-        from ingestion.erasure import ingestion_erase
+        from ingestion.erasure import ingestion_erase, waiting_messages_erase
         from ingestion.health import ingestion_health_for
 
         ingestion_provider_register(ingestion_health_for)
+        erasure_hook_register(waiting_messages_erase, stage=ErasureStage.BEFORE_TARGET)
         erasure_hook_register(ingestion_erase)

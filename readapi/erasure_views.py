@@ -60,6 +60,12 @@ class DeletionSerializer(DeletionReceiptSerializer):
     counts = serializers.DictField(
         child=serializers.IntegerField(), help_text="Rows removed or unlinked, by kind."
     )
+    reason = serializers.CharField(
+        allow_null=True,
+        help_text="Why a `failed` deletion failed: the cause's class (e.g. IntegrityError) and "
+        "what to do; null otherwise. Transient causes (a deadlock, a lost database connection) "
+        "never fail a deletion: it stays `running` and is retried until it completes.",
+    )
 
     def to_representation(self, instance: Erasure) -> dict:
         field = serializers.DateTimeField()
@@ -72,6 +78,7 @@ class DeletionSerializer(DeletionReceiptSerializer):
             "completed_at": instance.completed_at
             and field.to_representation(instance.completed_at),
             "counts": instance.counts,
+            "reason": erasure.erasure_failure_reason(instance),
         }
 
 
@@ -141,7 +148,7 @@ class DeletionDetailView(views.ReadApiView):
 
     @extend_schema(
         operation_id="deletions_retrieve",
-        summary="A deletion's status (pending, running, completed) and what it removed",
+        summary="A deletion's status (pending, running, completed, failed) and what it removed",
         responses={200: DeletionSerializer, **views.ERRORS},
     )
     def get(self, request: Request, deletion_id: int) -> Response:

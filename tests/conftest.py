@@ -9,6 +9,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
+from engagement.erasure_hooks import ErasureStage, erasure_hook_register, erasure_hook_unregister
 from engagement.models import Product, Workspace
 from engagement.services import product_create
 from ingestion.models import IngestionKey
@@ -48,6 +49,21 @@ def acme(db) -> Tenant:
 @pytest.fixture
 def globex(db) -> Tenant:
     return make_tenant("Globex")
+
+
+@pytest.fixture
+def erasure_hook():
+    """Add an erasure hook for one test (a seam outside the database), at BEFORE_TARGET unless
+    told otherwise; it is removed afterwards."""
+    added = []
+
+    def add(function, stage: ErasureStage = ErasureStage.BEFORE_TARGET) -> None:
+        erasure_hook_register(function, stage=stage)
+        added.append(function)
+
+    yield add
+    for function in added:
+        erasure_hook_unregister(function)
 
 
 @pytest.fixture

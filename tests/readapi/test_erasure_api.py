@@ -7,6 +7,7 @@ import json
 import pytest
 from django.core.management import call_command
 
+from engagement.erasure_hooks import ErasureStage
 from engagement.models import Account, Erasure, Suppression, User
 from engagement.tasks import erasure_run_task
 from readapi.models import ApiToken
@@ -44,13 +45,36 @@ def test_a_user_is_erased_through_the_api(
     erasure_run_task(body["id"])  # what the worker does with the queued task
 
     done = api_client.get(body["_links"]["self"], HTTP_AUTHORIZATION=deleter).json()
-    assert done["status"] == "completed"
+    assert done["status"] == "completed" and done["reason"] is None
     assert done["counts"]["users"] == 1 and done["counts"]["memberships"] == 1
     assert not User.objects.filter(id=ada.id).exists()
     assert Suppression.objects.filter(product=acme.product, kind="user").count() == 1
     record = Erasure.objects.get(id=body["id"])
     assert record.via == "api" and record.requested_by_token_id is not None
     assert "ada" not in json.dumps(done)
+
+
+def broken(target) -> dict[str, int]:
+    raise ValueError("a bug")
+
+
+def test_a_failed_deletions_receipt_says_why_and_nothing_was_erased(
+    acme, api_client, deleter, erasure_hook
+):
+    """Only a cause that retrying cannot fix fails a deletion (issue 28); the receipt names it,
+    never quoting the error's message."""
+    erasure_hook(broken, ErasureStage.AFTER_TARGET)
+    ada = add_user(acme, "ada-1", email="ada@x.test")
+    receipt = delete(api_client, f"/v2/users/{ada.id}", deleter).json()
+
+    with pytest.raises(ValueError, match="a bug"):
+        erasure_run_task(receipt["id"])
+
+    done = api_client.get(receipt["_links"]["self"], HTTP_AUTHORIZATION=deleter).json()
+    assert done["status"] == "failed" and done["counts"] == {}
+    assert done["reason"].startswith("ValueError: a failure that retrying cannot fix")
+    assert "a bug" not in done["reason"]
+    assert User.objects.filter(id=ada.id, email="ada@x.test").exists()
 
 
 def test_an_account_erasure_keeps_its_users(acme, api_client, deleter):

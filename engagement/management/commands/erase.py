@@ -1,9 +1,16 @@
 import json
+import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from engagement.erasure import erasure_request, erasure_run
+from engagement.erasure import (
+    ErasureDeferred,
+    erasure_failure_reason,
+    erasure_request,
+    erasure_run,
+)
 from engagement.models import Account, Erasure, User
+from engagement.tasks import erasure_retry_seconds
 
 
 class Command(BaseCommand):
@@ -33,8 +40,30 @@ class Command(BaseCommand):
             suppress=suppress,
             via=Erasure.Via.COMMAND,
         )
-        # The queued task finds it done and does nothing.
-        done = erasure_run(erasure_id=erasure.id) or Erasure.objects.get(id=erasure.id)
-        self.stdout.write(
-            json.dumps({"id": done.id, "kind": kind, "status": done.status, "counts": done.counts})
-        )
+        done = self._run_until_done(erasure.id)
+        record = {"id": done.id, "kind": kind, "status": done.status, "counts": done.counts}
+        if done.status == Erasure.Status.FAILED:
+            record["reason"] = erasure_failure_reason(done)
+        self.stdout.write(json.dumps(record))
+        if done.status == Erasure.Status.FAILED:
+            raise CommandError(record["reason"])
+
+    def _run_until_done(self, erasure_id: int) -> Erasure:
+        """Run it here, again after transient failures (the queued task finds it done and does
+        nothing), or wait while a worker runs it: until it completes or fails."""
+        retries = 0
+        while True:
+            try:
+                erasure_run(erasure_id=erasure_id)
+            except ErasureDeferred:
+                pause = erasure_retry_seconds(retries)
+                self.stderr.write(f"The database is not answering; trying again in {pause} s.")
+                retries += 1
+                time.sleep(pause)
+                continue
+            except Exception as error:  # recorded as failed, with its cause
+                self.stderr.write(f"The erasure failed: {type(error).__name__}.")
+            done = Erasure.objects.get(id=erasure_id)
+            if done.status in (Erasure.Status.COMPLETED, Erasure.Status.FAILED):
+                return done
+            time.sleep(1)  # a worker's task runs it right now
