@@ -177,7 +177,15 @@ def _page_apply(connection: MarketplaceConnection, run: SyncRun, records: list) 
         ],
     )
     written = account_prefixed_traits_replace(
-        product_id=connection.product_id, traits_by_tracking_id=winners, prefix=mapping.PREFIX
+        product_id=connection.product_id,
+        traits_by_tracking_id=winners,
+        prefix=mapping.PREFIX,
+        # An account known only from its license is named by the license's company.
+        fallback_names={
+            cid: traits[mapping.COMPANY_TRAIT]
+            for cid, traits in winners.items()
+            if isinstance(traits.get(mapping.COMPANY_TRAIT), str)
+        },
     )
     # An account met on an earlier page of this run was counted there.
     result.matched = written.matched - len(seen_in_run)
@@ -335,7 +343,9 @@ def sync_run_execute(*, run_id: int) -> RunStep:
 
 def _run_pages(run: SyncRun, owner: str) -> RunStep:
     connection = MarketplaceConnection.objects.get(id=run.connection_id)
-    client = MarketplaceClient(email=connection.email, api_token=connection.api_token or "")
+    client = MarketplaceClient(
+        email=connection.email, api_token=connection.api_token or "", base_url=connection.api_url
+    )
     url = run.next_url or client.licenses_url(
         developer_id=connection.developer_id,
         product_id=connection.marketplace_product_id,
