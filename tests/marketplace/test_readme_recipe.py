@@ -70,6 +70,18 @@ def test_the_sync_asks_the_api_the_connection_was_checked_against(demo, fake, se
     assert connection.api_url == fake.base_url
 
 
+def test_the_admin_and_the_status_show_the_api_a_connection_syncs_from(
+    demo, fake, settings, admin_client
+):
+    connection = connect_through(fake, demo, settings).connection
+    status = StringIO()
+    call_command("marketplace_status", "--product", str(demo.id), stdout=status)
+
+    assert f"api_url: {fake.base_url}" in status.getvalue()
+    page = admin_client.get(f"/admin/marketplace/marketplaceconnection/{connection.id}/change/")
+    assert page.status_code == 200 and fake.base_url in page.content.decode()
+
+
 def test_the_fakes_licenses_match_the_demo_account_and_name_it(demo, fake, settings, slept):
     run = run_until_done(connect_through(fake, demo, settings).id)
 
