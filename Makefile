@@ -3,7 +3,10 @@ SHELL := /bin/bash
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-PORT ?= 8000
+ENV_FILE ?= .env
+# The web port of make run: PORT=... on the command line or in the environment, else the PORT=
+# line of ENV_FILE (.env), else 8000.
+PORT ?= $(or $(shell sed -n 's/^PORT=\([0-9][0-9]*\)[[:space:]]*$$/\1/p' '$(ENV_FILE)' 2>/dev/null | tail -n 1),8000)
 # The suite runs against this machine's real PostgreSQL and Redis (override to point elsewhere).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/eds
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/0
@@ -20,7 +23,7 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-run: $(BIN)/.installed ## Start web (127.0.0.1:8000; PORT=... to change), workers (ingestion+scoring, marketplace) and scheduler on SQLite, print a demo key
+run: $(BIN)/.installed ## Start web (127.0.0.1:8000; PORT=... or .env's PORT to change), workers (ingestion+scoring, marketplace) and scheduler on SQLite, print a demo key
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	# honcho gives each process its own PORT, so the web port travels as WEB_PORT. honcho reads

@@ -1,16 +1,28 @@
 """Django's own 400, 403, 404 and 500 pages, in the API's one error body for API paths."""
 
+import re
+
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
 from config.exceptions import error_body
 
-_API_PREFIXES = ("/v1/", "/v2/", "/segment", "/api/")
+# The first segment of an API path. Clients and proxies send `//v2/...` and `/V2/...` too; those
+# are not endpoints, but the answer is the API's JSON body, not the dashboard's HTML page.
+_API_SEGMENTS = frozenset({"v1", "v2", "segment", "api"})
+_SLASHES = re.compile(r"/+")
+
+
+def is_api_path(path: str) -> bool:
+    """Whether `path` is an API path: its first segment, after collapsing repeated slashes and
+    ignoring case, is v1, v2, segment or api (docs/read-api.md, "Errors")."""
+    first = _SLASHES.sub("/", path).lstrip("/").split("/", 1)[0]
+    return first.lower() in _API_SEGMENTS
 
 
 def _is_api(request: HttpRequest) -> bool:
-    return request.path.startswith(_API_PREFIXES)
+    return is_api_path(request.path)
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:

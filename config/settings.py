@@ -199,7 +199,9 @@ else:
     _broker_dir = DATA_DIR / "broker"
     for sub in ("queue", "processed"):
         (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://"
+    # With a host: kombu warns "No hostname was supplied" on every connection to a bare
+    # `filesystem://` (the transport itself ignores the host).
+    CELERY_BROKER_URL = "filesystem://localhost/"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),

@@ -371,11 +371,18 @@ class PrefixedTraitsResult:
 
 
 def account_prefixed_traits_replace(
-    *, product_id: int, traits_by_tracking_id: dict[str, dict], prefix: str = "am."
+    *,
+    product_id: int,
+    traits_by_tracking_id: dict[str, dict],
+    prefix: str = "am.",
+    fallback_names: dict[str, str] | None = None,
 ) -> PrefixedTraitsResult:
     """Replace every trait whose key starts with `prefix` on these accounts; others stay.
 
     A missing account is created as not yet identified. Every new key must start with the prefix.
+    `fallback_names` (tracking id -> name, e.g. a license's company) becomes the `name` trait of
+    an account that has none, stamped with time 0 so that any identify naming the account wins;
+    a name set that way is kept up to date by later calls.
     Bulk queries only; rows are locked the same way `messages_apply` locks them, so an ingestion
     worker merging traits at the same moment cannot lose either write.
     """
@@ -416,6 +423,10 @@ def account_prefixed_traits_replace(
             for key, value in traits_by_tracking_id[tracking_id].items():
                 account.traits[key] = value
                 account.trait_times[key] = now_ms
+            name = (fallback_names or {}).get(tracking_id)
+            if name and ("name" not in account.traits or account.trait_times.get("name") == 0):
+                account.traits["name"] = name
+                account.trait_times["name"] = 0
         # One parameterised UPDATE per row, sent as a batch: far cheaper than bulk_update's
         # CASE expressions for JSON columns, and portable across PostgreSQL and SQLite.
         traits_field = Account._meta.get_field("traits")

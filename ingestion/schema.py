@@ -102,8 +102,8 @@ TRAITS = {
     "type": "object",
     "nullable": True,
     "additionalProperties": True,
-    "description": "Any JSON object: at most 32 KiB as JSON, 32 levels deep, trait names of at "
-    "most 255 characters; no NUL characters.",
+    "description": "Any JSON object: at most 32 KiB (UTF-8 bytes) as JSON, 32 levels deep, "
+    "trait names of at most 255 characters; no NUL characters.",
 }
 
 

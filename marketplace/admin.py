@@ -150,6 +150,7 @@ class MarketplaceConnectionAdmin(ManagedProductAdminMixin, admin.ModelAdmin):
         "app_name",
         "marketplace_product_id",
         "developer_id",
+        "api_url",
         "last_success_at",
         "last_error",
         "last_error_at",

@@ -50,7 +50,10 @@ class FakeMarketplace:
         vendor_id: str = "12345",
         seed: int = 7,
         today: date | None = None,
+        accounts: dict[str, str] | None = None,
     ) -> None:
+        """`accounts` (cloudId -> company): the first cloud licenses are these sites' active
+        licenses, so they match accounts the service already has (the demo's `acme`)."""
         rng = random.Random(seed)
         self.email = email
         self.token = token
@@ -68,6 +71,7 @@ class FakeMarketplace:
         self.product_id = self.apps[0]["productId"]
         self.today = today or date.today()
         self.licenses = self._generate(rng, licenses)
+        self._give_to(accounts or {})
         self._faults: deque[tuple[int, float | None]] = deque()
         self._lock = threading.Lock()
         self._filtered: dict[str, list[dict]] = {}
@@ -145,6 +149,14 @@ class FakeMarketplace:
                 }
             licenses.append(record)
         return licenses
+
+    def _give_to(self, accounts: dict[str, str]) -> None:
+        """After generating, so the other licenses are the same with or without `accounts`."""
+        cloud = (record for record in self.licenses if "cloudId" in record)
+        for (cloud_id, company), record in zip(accounts.items(), cloud, strict=False):
+            record.update(cloudId=cloud_id, status="active", licenseType="COMMERCIAL")
+            record["cloudSiteHostname"] = f"{cloud_id}.atlassian.net"
+            record["contactDetails"]["company"] = company
 
     # --- control --------------------------------------------------------------------------
     def inject(self, status: int, *, count: int = 1, retry_after: float | None = None) -> None:

@@ -74,7 +74,8 @@ _TOP_LEVEL: dict[str, tuple[str, str]] = {
     "evaluationLicense": ("am.evaluationLicense", ID),
     "daysToConvertEval": ("am.daysToConvertEval", NUMBER),
 }
-_CONTACT = {"company": "am.company", "country": "am.country", "region": "am.region"}
+COMPANY_TRAIT = "am.company"  # also the name of an account the service knows only from licenses
+_CONTACT = {"company": COMPANY_TRAIT, "country": "am.country", "region": "am.region"}
 _ATTRIBUTION = (
     "channel",
     "referrerDomain",

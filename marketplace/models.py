@@ -31,6 +31,10 @@ class MarketplaceConnection(models.Model):
         "marketplace product ID", max_length=64, blank=True, default=""
     )
     app_name = models.CharField(max_length=255, blank=True, default="")
+    # The marketplace API the details were checked against (MARKETPLACE_API_URL of the process
+    # that saved them): its syncs ask the same API, whatever the workers were started with.
+    # Empty (connections saved before it existed): MARKETPLACE_API_URL.
+    api_url = models.URLField("marketplace API URL", max_length=255, blank=True, default="")
     state = models.CharField(max_length=32, choices=State.choices, default=State.NOT_CONFIGURED)
     state_changed_at = models.DateTimeField(null=True, blank=True)
     # Set when a full sync finished; cleared when details are saved, so the next sync is full.

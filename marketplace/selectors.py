@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import QuerySet
 
 from engagement.memberships import products_managed_by
@@ -39,6 +40,7 @@ def connection_status(*, product_id: int, runs: int = 10) -> dict:
     return {
         "product_id": product_id,
         "state": connection.state,
+        "api_url": connection.api_url or settings.MARKETPLACE_API_URL,
         "email": connection.email,
         "vendor_id": connection.vendor_id,
         "developer_id": connection.developer_id,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from celery import current_app
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
@@ -137,6 +138,7 @@ def connection_configure(
         connection.developer_id = developer_id
         connection.marketplace_product_id = marketplace_product_id
         connection.app_name = app_name
+        connection.api_url = settings.MARKETPLACE_API_URL.rstrip("/")
         connection.state = State.ACTIVE
         connection.state_changed_at = now
         connection.full_sync_completed_at = None
@@ -192,7 +194,9 @@ def connection_test(*, connection_id: int) -> str:
     connection = MarketplaceConnection.objects.get(id=connection_id)
     if not connection.api_token:
         raise MarketplaceError("No API token is stored: save the connection details first.")
-    client = MarketplaceClient(email=connection.email, api_token=connection.api_token)
+    client = MarketplaceClient(
+        email=connection.email, api_token=connection.api_token, base_url=connection.api_url
+    )
     developer_id = client.developer_id(connection.vendor_id)
     if developer_id != connection.developer_id:
         raise MarketplaceError(

@@ -38,9 +38,10 @@ State = MarketplaceConnection.State
 Outcome = SyncRun.Outcome
 
 BUSY_RETRY_SECONDS = 30.0
-TASK_RETRIES = 6  # consecutive failed attempts at one page before the run fails
-TASK_BACKOFF_BASE = 30.0
-TASK_BACKOFF_MAX = 1800.0  # below the Redis broker's default visibility timeout (1 h)
+TASK_RETRIES = 10  # consecutive failed attempts at one page before the run fails (~6 min)
+TASK_BACKOFF_BASE = 2.0  # without a Retry-After: 2, 4, 8, 16, 32, then 60 s each time
+TASK_BACKOFF_MAX = 60.0
+RETRY_AFTER_MAX = 300.0  # a longer Retry-After is waited this long (one retry in TASK_RETRIES)
 MAX_PAGES = 20_000  # one million licenses: bounds a run whose links never end
 PAGES_PER_COMMIT = 4
 MAX_REASONS = 100  # skip reasons kept on a run; the count covers them all
@@ -53,9 +54,11 @@ class RunStep:
 
 
 def task_backoff_seconds(attempt: int, retry_after: float | None) -> float:
-    """Exponential backoff between task attempts, or the marketplace's Retry-After if longer."""
-    delay = max(TASK_BACKOFF_BASE * 2**attempt, retry_after or 0.0)
-    return min(delay, TASK_BACKOFF_MAX)
+    """The wait before the next task attempt: the marketplace's Retry-After as given (at most
+    RETRY_AFTER_MAX), else TASK_BACKOFF_BASE doubled per attempt up to TASK_BACKOFF_MAX."""
+    if retry_after is not None:
+        return min(max(retry_after, 0.0), RETRY_AFTER_MAX)
+    return min(TASK_BACKOFF_BASE * 2 ** min(attempt, 32), TASK_BACKOFF_MAX)
 
 
 # --- the lease --------------------------------------------------------------------------------
@@ -174,7 +177,15 @@ def _page_apply(connection: MarketplaceConnection, run: SyncRun, records: list) 
         ],
     )
     written = account_prefixed_traits_replace(
-        product_id=connection.product_id, traits_by_tracking_id=winners, prefix=mapping.PREFIX
+        product_id=connection.product_id,
+        traits_by_tracking_id=winners,
+        prefix=mapping.PREFIX,
+        # An account known only from its license is named by the license's company.
+        fallback_names={
+            cid: traits[mapping.COMPANY_TRAIT]
+            for cid, traits in winners.items()
+            if isinstance(traits.get(mapping.COMPANY_TRAIT), str)
+        },
     )
     # An account met on an earlier page of this run was counted there.
     result.matched = written.matched - len(seen_in_run)
@@ -332,7 +343,9 @@ def sync_run_execute(*, run_id: int) -> RunStep:
 
 def _run_pages(run: SyncRun, owner: str) -> RunStep:
     connection = MarketplaceConnection.objects.get(id=run.connection_id)
-    client = MarketplaceClient(email=connection.email, api_token=connection.api_token or "")
+    client = MarketplaceClient(
+        email=connection.email, api_token=connection.api_token or "", base_url=connection.api_url
+    )
     url = run.next_url or client.licenses_url(
         developer_id=connection.developer_id,
         product_id=connection.marketplace_product_id,

@@ -142,3 +142,13 @@ def messages_json(messages: list[dict]) -> str:
         return orjson.dumps(messages).decode()
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return json.dumps(messages)
+
+
+def json_size_bytes(value: object) -> int:
+    """UTF-8 bytes of `value` as JSON in orjson's compact form, the form the store writes (a
+    character outside ASCII counts as the 2 to 4 bytes it takes, not as one)."""
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # an integer beyond 64 bits: json.dumps, in the same compact UTF-8 form
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return len(text.encode("utf-8", "surrogatepass"))

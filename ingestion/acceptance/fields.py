@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from ingestion.acceptance.body import InexactReading, Reading, messages_json
+from ingestion.acceptance.body import InexactReading, Reading, json_size_bytes
 from ingestion.acceptance.errors import FieldErrors
 
 MAX_ID_LENGTH = 255
@@ -18,7 +18,7 @@ EARLIEST_MS = 0  # 1970-01-01T00:00:00Z: no product's data is older
 SECONDS_LIKE_BELOW_MS = 100_000_000_000
 MAX_TRAITS_DEPTH = 32  # the traits object itself is the first level
 MAX_TRAIT_NAME_LENGTH = 255
-MAX_TRAITS_BYTES = 32 * 1024  # of one message's traits, as JSON
+MAX_TRAITS_BYTES = 32 * 1024  # of one message's traits, as compact JSON in UTF-8
 _INEXACT = 2.0**63  # orjson reads an integer literal beyond 64 bits as a float at least this large
 
 
@@ -93,8 +93,8 @@ def traits_problem(traits: dict, reading: Reading) -> str | None:
                     return problem
             elif cls is float and not reading.exact and not -_INEXACT < child < _INEXACT:
                 raise InexactReading
-    if len(messages_json(traits)) > MAX_TRAITS_BYTES:  # type: ignore[arg-type]
-        return f"Must be at most {MAX_TRAITS_BYTES // 1024} KiB as JSON."
+    if json_size_bytes(traits) > MAX_TRAITS_BYTES:
+        return f"Must be at most {MAX_TRAITS_BYTES // 1024} KiB (32,768 bytes) as UTF-8 JSON."
     return None
 
 

@@ -142,12 +142,16 @@ def _identify_traits(data: Mapping, errors: FieldErrors, reading: Reading) -> di
     if data.get("traits") is not None:
         return fields.traits(data, "traits", errors, reading)
     context = data.get("context")
-    if context.__class__ is dict and context.get("traits").__class__ is dict:
-        if problem := fields.traits_problem(context["traits"], reading):
-            errors.add("context.traits", problem)
-            return None
-        return context["traits"]
-    return None
+    if context.__class__ is not dict or context.get("traits") is None:
+        return None
+    traits = context["traits"]
+    if traits.__class__ is not dict:  # the same answer as a top-level `traits` that is no object
+        errors.add("context.traits", "Must be a JSON object.")
+        return None
+    if problem := fields.traits_problem(traits, reading):
+        errors.add("context.traits", problem)
+        return None
+    return traits
 
 
 def segment_message(

@@ -5,10 +5,12 @@ import shlex
 from io import StringIO
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.test import Client
 from django.utils import timezone
 
-from engagement.models import AccountScore, Workspace
+from engagement.models import AccountScore, ProductMembership, Workspace
 from engagement.scoring import workspace_rescore
 from ingestion.models import AcceptedRequest
 from ingestion.services.drain import accepted_requests_drain
@@ -90,3 +92,64 @@ def test_new_token_revokes_the_previous_one(db):
     assert list(demo_tokens.filter(revoked_at__isnull=True)) == [
         ApiToken.objects.get(prefix=second[:10])
     ]
+
+
+def printed_sign_in(printed: str) -> tuple[str, str]:
+    found = re.search(r"^Dashboard: http://testserver/\s+sign in as (\S+) / (\S+)$", printed, re.M)
+    assert found, printed
+    return found.group(1), found.group(2)
+
+
+def signs_in(username: str, password: str) -> bool:
+    response = Client().post("/login/", {"username": username, "password": password})
+    return response.status_code == 302
+
+
+def test_the_printed_dashboard_sign_in_opens_the_demo_product(db, demo_data_dir):
+    printed = run_demo()
+    username, password = printed_sign_in(printed)
+
+    assert "createsuperuser" not in printed
+    client = Client()
+    response = client.post("/login/", {"username": username, "password": password}, follow=True)
+    workspace = Workspace.objects.get(product__name="Demo product")
+    assert response.redirect_chain[-1][0] == f"/w/{workspace.id}/"
+    assert b"Demo product" in response.content
+    assert (demo_data_dir / "demo-dashboard-password").stat().st_mode & 0o077 == 0
+    demo = get_user_model().objects.get(username="demo")
+    assert (demo.is_staff, demo.is_superuser) == (True, False)
+
+
+def test_a_restart_prints_the_same_password_and_new_password_replaces_it(db):
+    first = printed_sign_in(run_demo())
+    assert printed_sign_in(run_demo()) == first
+
+    out = StringIO()
+    call_command(
+        "demo_credentials", "--base-url", "http://testserver", "--new-password", stdout=out
+    )
+    second = printed_sign_in(out.getvalue())
+
+    assert second[1] != first[1]
+    assert signs_in("demo", second[1])
+    assert not signs_in("demo", first[1])
+    assert get_user_model().objects.filter(username="demo").count() == 1
+
+
+def test_a_demo_login_the_service_did_not_make_is_left_alone(db):
+    get_user_model().objects.create_user(username="demo", password="mine-own-password")
+
+    printed = run_demo()
+
+    assert "sign in as demo (its password is no longer the one printed before" in printed
+    assert signs_in("demo", "mine-own-password")
+    assert not ProductMembership.objects.filter(user__username="demo").exists()
+
+
+def test_production_makes_no_demo_login(db, settings):
+    settings.PRODUCTION = True
+
+    printed = run_demo()
+
+    assert "sign in as" not in printed and "createsuperuser" in printed
+    assert not get_user_model().objects.filter(username="demo").exists()

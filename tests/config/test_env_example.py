@@ -63,9 +63,31 @@ def differences(with_example: dict, without: dict) -> dict:
     }
 
 
-def test_the_makefile_port_default_is_the_examples():
-    makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^PORT \?= (\d+)$", makefile, flags=re.M).group(1) == example()["PORT"]
+def make_port(tmp_path, env_file_text: str | None, **variables: str) -> str:
+    """The PORT make run would use, with this .env (None: no file) and these variables in
+    make's environment."""
+    env_file = tmp_path / ".env"
+    if env_file_text is not None:
+        env_file.write_text(env_file_text)
+    env = {k: v for k, v in os.environ.items() if k not in {"PORT", "ENV_FILE"}}
+    result = subprocess.run(
+        ["make", "-s", "--eval", "show-port: ; @echo $(PORT)", "show-port",
+         f"ENV_FILE={env_file}"],
+        cwd=ROOT, env={**env, **variables}, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_the_makefile_reads_port_from_the_env_file(tmp_path):
+    assert make_port(tmp_path, None) == example()["PORT"] == "8000"
+    assert make_port(tmp_path, EXAMPLE.read_text()) == "8000"
+    assert make_port(tmp_path, EXAMPLE.read_text().replace("PORT=8000", "PORT=8123")) == "8123"
+    assert make_port(tmp_path, "PORT=\n") == "8000"  # empty means the default, as for the rest
+
+
+def test_port_in_the_environment_wins_over_the_env_file(tmp_path):
+    assert make_port(tmp_path, "PORT=8123\n", PORT="8001") == "8001"
 
 
 def test_every_variable_in_the_example_is_read_by_the_code():

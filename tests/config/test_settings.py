@@ -71,7 +71,22 @@ def test_the_embedded_default_needs_no_server(tmp_path):
     result = load_settings({"DATA_DIR": str(tmp_path)})
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["django.db.backends.sqlite3", "filesystem://"]
+    assert result.stdout.split() == ["django.db.backends.sqlite3", "filesystem://localhost/"]
+
+
+def test_the_embedded_broker_sends_a_task_without_a_warning(tmp_path):
+    """kombu warned "No hostname was supplied. Reverting to default 'localhost'" on every
+    connection to `filesystem://`: in marketplace_connect, _sync, _status and the worker logs."""
+    result = load_settings(
+        {"DATA_DIR": str(tmp_path)},
+        show="from config.celery import app;"
+        "app.send_task('marketplace.tasks.sync_runs_close_dead', queue='marketplace');"
+        "print(len(list((settings.DATA_DIR / 'broker' / 'queue').iterdir())))",
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1"]
+    assert result.stderr == ""
 
 
 def test_env_example_lists_every_setting_the_code_reads():

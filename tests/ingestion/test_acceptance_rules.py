@@ -159,12 +159,86 @@ def test_rudderstack_context_traits_are_held_to_the_same_rules():
     assert list(refused("segment", message).fields) == ["context.traits"]
 
 
+TOO_LARGE = "Must be at most 32 KiB (32,768 bytes) as UTF-8 JSON."
+
+
 def test_traits_larger_than_32_kib_are_refused():
     body = {"userId": "u", "traits": {f"t{i}": "x" * 1000 for i in range(40)}}
 
     error = accept("v1/batch", {"batch": [{"type": "identify", **body}]}).body["rejected"][0]
 
-    assert error["fields"] == {"traits": ["Must be at most 32 KiB as JSON."]}
+    assert error["fields"] == {"traits": [TOO_LARGE]}
+
+
+EMOJI_TRAITS = {"bio": "\U0001f600" * 32_000}  # 32,010 characters, 128,011 bytes as JSON
+AT_THE_LIMIT = {"bio": "x" * (32 * 1024 - len('{"bio":""}'))}  # 32,768 bytes exactly
+WIDE_LIMITS = acceptance.Limits(single=512 * 1024, batch=512 * 1024)
+
+
+def identify_body(endpoint: str, traits: dict) -> dict:
+    if endpoint == "segment":
+        return {"type": "identify", "userId": "u", "traits": traits}
+    if endpoint == "v1/users":
+        return {"api_key": "acme-key", "user_id": "u", "traits": traits}
+    return {"userId": "u", "traits": traits}
+
+
+@pytest.mark.parametrize("endpoint", ["v2/identify", "v1/users", "segment"])
+def test_the_traits_limit_counts_bytes_not_characters_on_every_door(endpoint):
+    """Even where a larger body is allowed: 32,000 emoji are 125 KiB, not 32."""
+
+    def call(traits: dict) -> acceptance.Outcome:
+        raw = json.dumps(identify_body(endpoint, traits), ensure_ascii=False).encode()
+        return acceptance.accept(
+            endpoint, raw, authorization=AUTH, content_encoding=None, now_ms=NOW,
+            limits=WIDE_LIMITS,
+        )  # fmt: skip
+
+    with pytest.raises(acceptance.RequestError) as caught:
+        call(EMOJI_TRAITS)
+    assert (caught.value.status, caught.value.fields) == (400, {"traits": [TOO_LARGE]})
+    assert call(AT_THE_LIMIT).accepted[0].messages[0]["traits"] == AT_THE_LIMIT
+    with pytest.raises(acceptance.RequestError):
+        call({"bio": AT_THE_LIMIT["bio"] + "x"})
+
+
+@pytest.mark.parametrize("where", ["traits", "context.traits"])
+def test_a_batch_item_with_32_000_emoji_of_traits_is_rejected_and_one_at_the_limit_kept(where):
+    def identify(traits: dict) -> dict:
+        if where == "traits":
+            return {"type": "identify", "userId": "u", "traits": traits}
+        return {"type": "identify", "userId": "u", "context": {"traits": traits}}
+
+    raw = json.dumps(
+        {"batch": [identify(EMOJI_TRAITS), identify(AT_THE_LIMIT)]}, ensure_ascii=False
+    ).encode()
+    outcome = accept("v1/batch", raw)
+
+    assert [(r["index"], r["fields"]) for r in outcome.body["rejected"]] == [
+        (0, {where: [TOO_LARGE]})
+    ]
+    kept = outcome.accepted[0].messages
+    assert [m["type"] for m in kept] == ["drop", "identify"] and kept[1]["traits"] == AT_THE_LIMIT
+
+
+@pytest.mark.parametrize("context_traits", ["plan=pro", ["plan", "pro"], 7, True])
+def test_context_traits_that_are_not_an_object_get_the_same_400_as_traits(context_traits):
+    message = {"type": "identify", "userId": "u", "context": {"traits": context_traits}}
+    top_level = {"type": "identify", "userId": "u", "traits": context_traits}
+
+    error = refused("segment", message)
+    assert (error.status, error.code) == (refused("segment", top_level).status, "invalid_fields")
+    assert error.fields == {"context.traits": ["Must be a JSON object."]}
+    rejected = accept("v1/batch", {"batch": [message, track()]}).body["rejected"]
+    assert [(r["index"], r["fields"]) for r in rejected] == [
+        (0, {"context.traits": ["Must be a JSON object."]})
+    ]
+
+
+def test_context_traits_null_is_no_traits():
+    message = {"type": "identify", "userId": "u", "context": {"traits": None}}
+
+    assert "traits" not in accept("segment", message).accepted[0].messages[0]
 
 
 def test_a_trait_name_longer_than_255_characters_is_refused():

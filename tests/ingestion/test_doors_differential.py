@@ -2063,3 +2063,20 @@ def test_regression_a_chunked_body_is_read(doors, database):
         assert result.status == 202 and len(result.rows) == 1, (
             f"the {name} door answered {result.answer!r} to a whole chunked body"
         )
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "path", ["//v2/workspaces", "/V2/TRACK", "//v1/batch", "/v2//track", "//segment"]
+)
+def test_regression_an_api_path_that_is_no_endpoint_is_the_json_404(doors, database, path):
+    """Not Django's HTML page: under gunicorn a leading `//` reaches Django as it was sent."""
+    req = Req("v2/track", TRACK, AUTH, path=path, kind="path", what=path)
+    seen = send_to_both(doors, req)
+    drain_quietly()
+    for name, result in seen.items():
+        assert result.status == 404 and result.answer.parsed() == (
+            "json",
+            {"code": "not_found", "message": f"There is no endpoint at {path}."},
+        ), f"the {name} door answered {result.answer!r}"
+        assert result.rows == []

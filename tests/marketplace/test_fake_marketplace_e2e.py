@@ -55,7 +55,9 @@ def test_connect_and_full_sync_over_http(acme, fake_marketplace, slept):
     assert run.accounts_created == len(winners) and run.accounts_matched == 0
     assert run.retries == 2 and run.error == "" and slept == []
     accounts = {a.tracking_id: a.traits for a in Account.objects.filter(product=acme.product)}
-    assert accounts == winners
+    # Known only from their licenses, the accounts are named by the winning license's company.
+    named = {cid: {**traits, "name": traits["am.company"]} for cid, traits in winners.items()}
+    assert accounts == named
 
 
 def test_scheduled_sync_gets_only_recent_licenses_and_401_pauses(acme, fake_marketplace, slept):

@@ -199,7 +199,7 @@ def test_the_last_error_is_cleared_by_the_next_success_and_a_run_says_only_what_
     run.refresh_from_db()
     connection.refresh_from_db()
     assert step.retry_in == sync.TASK_BACKOFF_BASE and run.outcome == Outcome.RETRYING
-    assert "retry 1 of 6" in run.error and "503" in connection.last_error
+    assert "retry 1 of 10" in run.error and "503" in connection.last_error
 
     run = run_until_done(run.id)
     connection.refresh_from_db()

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from config.demo_login import DemoLogin, demo_login_ensure
 from engagement.models import Product
 from engagement.services import product_create
 from ingestion.models import IngestionKey
@@ -56,11 +57,29 @@ def _wait_until_healthy(url: str, timeout: float) -> None:
     raise CommandError(f"{url} did not answer 200 within {timeout:.0f} s")
 
 
+def _sign_in_lines(base_url: str, login: DemoLogin | None) -> str:
+    links = f"Admin: {base_url}/admin/   API docs: {base_url}/api/docs/\n"
+    if login is None:  # production: no demo login
+        return (
+            f"Dashboard: {base_url}/   {links}(sign in with a login made by "
+            "python manage.py createsuperuser)\n"
+        )
+    if login.password is None:
+        return (
+            f"Dashboard: {base_url}/   sign in as {login.username} (its password is no longer "
+            "the one printed before; manage.py demo_credentials --new-password sets a new one)\n"
+            + links
+        )
+    return f"Dashboard: {base_url}/   sign in as {login.username} / {login.password}\n{links}"
+
+
 class Command(BaseCommand):
     help = (
         "Make sure the demo product exists and print its ingestion key, its API token and curl "
         "lines that work as printed. The token printed last time is printed again while it is "
-        "valid (it is kept in DATA_DIR/demo-api-token); --new-token revokes it and issues another."
+        "valid (it is kept in DATA_DIR/demo-api-token); --new-token revokes it and issues another. "
+        "In the embedded mode, also a dashboard sign-in: the login `demo`, made once, with a "
+        "generated password kept in DATA_DIR/demo-dashboard-password; --new-password sets another."
     )
 
     def add_arguments(self, parser):
@@ -77,6 +96,11 @@ class Command(BaseCommand):
             action="store_true",
             help="Revoke the demo API tokens and issue a new one.",
         )
+        parser.add_argument(
+            "--new-password",
+            action="store_true",
+            help="Give the demo dashboard login a new generated password (embedded mode only).",
+        )
 
     def handle(
         self,
@@ -84,6 +108,7 @@ class Command(BaseCommand):
         base_url: str | None = None,
         wait: bool = False,
         new_token: bool = False,
+        new_password: bool = False,
         **options,
     ):
         base_url = base_url or f"http://127.0.0.1:{os.environ.get('PORT', '8000')}"
@@ -108,6 +133,9 @@ class Command(BaseCommand):
                 _, token = api_token_create(product_id=product.id, name=DEMO_TOKEN_NAME)
                 _remember_demo_token(token)
             workspace = product.workspaces.order_by("id").first()
+            login = None
+            if not settings.PRODUCTION:
+                login = demo_login_ensure(product=product, new_password=new_password)
 
         def post(path: str, body: str) -> str:
             return (
@@ -129,9 +157,7 @@ class Command(BaseCommand):
             f"{track}\n"
             "Read accounts ranked by engagement (scores refresh within a minute):\n"
             f"{read}\n"
-            f"Dashboard: {base_url}/   Admin: {base_url}/admin/   API docs: {base_url}/api/docs/\n"
-            "(sign in to the dashboard and the admin with a login made by "
-            ".venv/bin/python manage.py createsuperuser)\n"
+            f"{_sign_in_lines(base_url, login)}"
         )
         self.stdout.flush()
         if wait:

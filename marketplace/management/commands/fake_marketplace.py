@@ -1,6 +1,21 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from marketplace.fake import FakeMarketplace
+
+# The accounts of make run's demo (its printed identify joins usr_123 to the account acme).
+DEMO_ACCOUNTS = {"acme": "Acme Inc."}
+
+
+def _accounts(values: list[str] | None) -> dict[str, str]:
+    if not values:
+        return dict(DEMO_ACCOUNTS)
+    accounts = {}
+    for value in values:
+        cloud_id, sep, company = value.partition("=")
+        if not sep or not cloud_id.strip() or not company.strip():
+            raise CommandError(f"--account {value!r}: expected CLOUD_ID=COMPANY")
+        accounts[cloud_id.strip()] = company.strip()
+    return accounts
 
 
 class Command(BaseCommand):
@@ -19,8 +34,17 @@ class Command(BaseCommand):
         parser.add_argument("--token", default="fake-token")
         parser.add_argument("--vendor-id", default="12345")
         parser.add_argument("--seed", type=int, default=7)
+        parser.add_argument(
+            "--account",
+            action="append",
+            metavar="CLOUD_ID=COMPANY",
+            help="A site whose license matches an account you already have (repeatable; "
+            f"default {' '.join(f'{k}={v}' for k, v in DEMO_ACCOUNTS.items())}: the account "
+            "make run's curl lines create).",
+        )
 
     def handle(self, *args, **options):
+        accounts = _accounts(options["account"])
         fake = FakeMarketplace(
             licenses=options["licenses"],
             apps=options["apps"],
@@ -28,6 +52,7 @@ class Command(BaseCommand):
             token=options["token"],
             vendor_id=options["vendor_id"],
             seed=options["seed"],
+            accounts=accounts,
         )
         server = fake.serve(options["host"], options["port"])
         app = fake.apps[0]
@@ -35,7 +60,8 @@ class Command(BaseCommand):
             f"Fake marketplace at {fake.base_url} (set MARKETPLACE_API_URL to it)\n"
             f"  email {fake.email}  token {fake.token}  vendor ID {fake.vendor_id}\n"
             f"  app {app['appName']} ({app['appKey']}), productId {app['productId']}, "
-            f"{len(fake.licenses)} licenses"
+            f"{len(fake.licenses)} licenses, among them the sites "
+            + ", ".join(f"{cid} ({company})" for cid, company in accounts.items())
         )
         self.stdout.flush()
         try:

@@ -30,7 +30,7 @@ class Command(BaseCommand):
                 f"{run['outcome']}: {run['pages']} pages, {run['licenses_seen']} licenses, "
                 f"{run['accounts_matched']} matched, {run['accounts_created']} created, "
                 f"{run['skipped_without_cloud_id']} without cloudId, "
-                f"{run['skipped_invalid']} skipped as invalid"
+                f"{run['skipped_invalid']} skipped as invalid, {run['retries']} retries"
                 + (f" ({run['error']})" if run["error"] else "")
             )
             for reason in run["skipped_reasons"]:
