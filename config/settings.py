@@ -111,6 +111,8 @@ AXES_COOLOFF_TIME = timedelta(minutes=15)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False  # its banner goes to stdout, into every --json command output
+# The username axes records, cut to its varchar(255) column (the sign-in forms refuse longer).
+AXES_USERNAME_CALLABLE = "config.login.axes_username"
 
 # The dashboard signs people in with the admin's accounts (Django's auth) at its own page.
 LOGIN_URL = "dashboard:login"

@@ -3,7 +3,11 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.health import healthz
+from config.login import AdminLoginForm
 from config.metrics import metrics_view
+
+# A too-long username is a form error, not a 500 (config/login.py).
+admin.site.login_form = AdminLoginForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),
