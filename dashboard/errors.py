@@ -53,9 +53,7 @@ def _ways_back(request: HttpRequest, context: dict) -> list[tuple[str, str]]:
     return ways
 
 
-def error_page(
-    request: HttpRequest, *, status: int, title: str, message: str
-) -> HttpResponse:
+def error_page(request: HttpRequest, *, status: int, title: str, message: str) -> HttpResponse:
     context = _workspace_context(request)
     context.update(
         status=status,
