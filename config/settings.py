@@ -89,7 +89,8 @@ MIDDLEWARE = [
     # First, so it counts every answer, the other middleware's included.
     "config.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # WhiteNoise: STATIC_ROOT, and the apps' own files when collectstatic has not run.
+    "config.static.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -377,6 +378,9 @@ STATICFILES_FINDERS = [
     "dashboard.staticfiles.PlotlyFinder",
 ]
 STATIC_ROOT = env_path("STATIC_ROOT", DATA_DIR / "static", base_dir=BASE_DIR)
+# Pages are styled even when collectstatic has not run: the finders' files are served for every
+# path STATIC_ROOT lacks (config/static.py).
+WHITENOISE_USE_FINDERS = True
 check_static_root(STATIC_ROOT, base_dir=BASE_DIR, data_dir=DATA_DIR)
 if not PRODUCTION:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)
