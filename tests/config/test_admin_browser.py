@@ -34,14 +34,14 @@ OVERFLOW = """() => {
 }"""
 
 
-def long_values(objects) -> None:
+def long_values(found: dict) -> None:
     """Values as long as their columns hold, unbroken by spaces, in the lists that show them."""
     from django.utils import timezone
 
     from ingestion.models import DroppedRequest
     from marketplace.models import SyncRun
 
-    acme = objects["acme"]
+    acme = found["acme"]
     DroppedRequest.objects.create(
         product=acme.product,
         endpoint="v2/track",
@@ -49,7 +49,7 @@ def long_values(objects) -> None:
         received_at=timezone.now(),
         detail="properties." + "x" * 300 + " is not valid" * 10,
     )
-    SyncRun.objects.filter(connection=objects["connection"]).update(
+    SyncRun.objects.filter(connection=found["connection"]).update(
         error="HTTP 500 from https://api.atlassian.com/" + "y" * 300, note="n" * 255
     )
     if AXES_INSTALLED:
@@ -67,7 +67,7 @@ def long_values(objects) -> None:
         )
 
 
-def admin_pages(objects) -> list[tuple[str, str]]:
+def admin_pages(found: dict) -> list[tuple[str, str]]:
     pages = [
         (
             f"{model._meta.app_label}-{model._meta.model_name}",
@@ -75,7 +75,7 @@ def admin_pages(objects) -> list[tuple[str, str]]:
         )
         for model in admin.site._registry
     ]
-    connection = objects["connection"]
+    connection = found["connection"]
     pages += [
         ("connection-add", reverse("admin:marketplace_marketplaceconnection_add")),
         (
@@ -86,20 +86,20 @@ def admin_pages(objects) -> list[tuple[str, str]]:
     return sorted(pages)
 
 
-def test_every_change_list_and_the_connection_pages_fit_1280_px(
-    live_server, objects, marketplace_answers  # noqa: F811
-):
+def test_every_change_list_and_the_connection_pages_fit_1280_px(live_server, request):
     from playwright.sync_api import sync_playwright
 
-    long_values(objects)
-    pages = admin_pages(objects)  # read before playwright's event loop runs
+    request.getfixturevalue("marketplace_answers")
+    found = request.getfixturevalue("objects")
+    long_values(found)
+    pages = admin_pages(found)  # read before playwright's event loop runs
     too_wide = {}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.goto(f"{live_server.url}/admin/login/")
-            page.fill("#id_username", objects["admin"].username)
+            page.fill("#id_username", found["admin"].username)
             page.fill("#id_password", "password")
             page.click("input[type=submit]")
             page.wait_for_url(f"{live_server.url}/admin/")

@@ -41,7 +41,8 @@ def test_the_run_list_has_a_few_columns(acme, admin_client):
     page = admin_client.get(reverse("admin:marketplace_syncrun_changelist"))
 
     assert page.status_code == 200
-    columns = re.findall(r'<th scope="col" class="(?:sortable )?column-(\w+)', page.content.decode())
+    html = page.content.decode()
+    columns = re.findall(r'<th scope="col" class="(?:sortable )?column-(\w+)', html)
     assert columns == [
         "connection",
         "started_at",
