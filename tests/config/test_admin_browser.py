@@ -16,7 +16,8 @@ from tests.config.test_admin_pages import (  # noqa: F401 (fixtures)
 )
 
 CHROMIUM = "/usr/bin/chromium"
-SHOTS = Path(os.environ.get("DASHBOARD_SCREENSHOTS") or "/tmp")
+# Where these tests leave their screenshots, to look at (never the README's docs/images).
+SHOTS = Path(os.environ.get("EDS_TEST_SCREENSHOTS") or "/tmp")
 
 pytestmark = pytest.mark.skipif(
     not Path(CHROMIUM).exists() and not os.environ.get("CI"),

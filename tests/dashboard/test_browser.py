@@ -79,7 +79,8 @@ def test_sign_in_search_open_an_account_and_stay_on_the_service(
     assert any("/static/dashboard/vendor/plotly.min.js" in url for url in requested)
 
 
-SHOTS = Path(os.environ.get("DASHBOARD_SCREENSHOTS") or "/tmp")
+# Where these tests leave their screenshots, to look at (never the README's docs/images).
+SHOTS = Path(os.environ.get("EDS_TEST_SCREENSHOTS") or "/tmp")
 
 
 def sign_in(page, base_url: str) -> None:
