@@ -1,12 +1,13 @@
-"""Django's own 400, 403, 404 and 500 pages, in the API's one error body for API paths."""
+"""Django's 400, 403, 404 and 500 answers: the API's one error body for API paths, the
+dashboard's styled pages (dashboard/errors.py) for every other path."""
 
 import re
 
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views import defaults
 
 from config.exceptions import error_body
+from dashboard import errors as pages
 
 # The first segment of an API path. Clients and proxies send `//v2/...` and `/V2/...` too; those
 # are not endpoints, but the answer is the API's JSON body, not the dashboard's HTML page.
@@ -21,38 +22,38 @@ def is_api_path(path: str) -> bool:
     return first.lower() in _API_SEGMENTS
 
 
-def _is_api(request: HttpRequest) -> bool:
+def is_api(request: HttpRequest) -> bool:
     return is_api_path(request.path)
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
-    if _is_api(request):
-        if isinstance(exception, DisallowedHost):
-            message = "The Host header names a host this service does not serve."
-        else:
-            message = "The request is not valid HTTP for this service."
+    if isinstance(exception, DisallowedHost):
+        message = "The Host header names a host this service does not serve."
+    else:
+        message = "The request is not valid HTTP for this service."
+    if is_api(request):
         return JsonResponse(error_body("bad_request", message), status=400)
-    return defaults.bad_request(request, exception)
+    return pages.bad_request(request, message)
 
 
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
-    if _is_api(request):
+    if is_api(request):
         return JsonResponse(error_body("permission_denied", "You may not do this."), status=403)
-    return defaults.permission_denied(request, exception)
+    return pages.permission_denied(request, exception)
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    if _is_api(request):
+    if is_api(request):
         return JsonResponse(
             error_body("not_found", f"There is no endpoint at {request.path}."), status=404
         )
-    return defaults.page_not_found(request, exception)
+    return pages.not_found(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    if _is_api(request):
+    if is_api(request):
         return JsonResponse(
             error_body("server_error", "Something went wrong on our side; retry later."),
             status=500,
         )
-    return defaults.server_error(request)
+    return pages.server_error(request)

@@ -89,11 +89,14 @@ MIDDLEWARE = [
     # First, so it counts every answer, the other middleware's included.
     "config.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # WhiteNoise: STATIC_ROOT, and the apps' own files when collectstatic has not run.
+    "config.static.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A page's query string with a NUL byte (or an admin date part no date holds): a 400 page.
+    "config.page_queries.PageQueryMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes asks: turns a locked-out login into its lockout response.
@@ -111,6 +114,8 @@ AXES_COOLOFF_TIME = timedelta(minutes=15)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False  # its banner goes to stdout, into every --json command output
+# The username axes records, cut to its varchar(255) column (the sign-in forms refuse longer).
+AXES_USERNAME_CALLABLE = "config.login.axes_username"
 
 # The dashboard signs people in with the admin's accounts (Django's auth) at its own page.
 LOGIN_URL = "dashboard:login"
@@ -124,7 +129,8 @@ APPEND_SLASH = False
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # config/templates: the admin's base_site.html, ahead of django.contrib.admin's own.
+        "DIRS": [BASE_DIR / "config" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -375,6 +381,9 @@ STATICFILES_FINDERS = [
     "dashboard.staticfiles.PlotlyFinder",
 ]
 STATIC_ROOT = env_path("STATIC_ROOT", DATA_DIR / "static", base_dir=BASE_DIR)
+# Pages are styled even when collectstatic has not run: the finders' files are served for every
+# path STATIC_ROOT lacks (config/static.py).
+WHITENOISE_USE_FINDERS = True
 check_static_root(STATIC_ROOT, base_dir=BASE_DIR, data_dir=DATA_DIR)
 if not PRODUCTION:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,16 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.health import healthz
+from config.login import AdminLoginForm
 from config.metrics import metrics_view
+
+# A too-long username is a form error, not a 500 (config/login.py).
+admin.site.login_form = AdminLoginForm
+admin.site.site_header = "Engagement Data Service"
+admin.site.site_title = "Engagement admin"
+# The app menu stays on the admin's home page; without the sidebar a list has the window's width
+# (at 1,280 px the sidebar and the filters left a list about 600 px).
+admin.site.enable_nav_sidebar = False
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -1,6 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from config.login import LoginForm
 from dashboard import views
 
 app_name = "dashboard"
@@ -10,7 +11,9 @@ urlpatterns = [
     path(
         "login/",
         auth_views.LoginView.as_view(
-            template_name="dashboard/login.html", redirect_authenticated_user=True
+            template_name="dashboard/login.html",
+            authentication_form=LoginForm,
+            redirect_authenticated_user=True,
         ),
         name="login",
     ),

@@ -9,7 +9,6 @@ through its `scoped_*` methods, which filter by that product: another product's 
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth.mixins import LoginRequiredMixin
@@ -18,6 +17,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views import View
 
+from dashboard.charts import DAY_MS, Chart, day_chart, day_span, minute_chart, score_chart
 from dashboard.forms import PER_PAGE, AccountListForm
 from engagement import health, overview, selectors
 from engagement.history import account_score_history, user_score_history
@@ -107,73 +107,6 @@ def _span(request: HttpRequest) -> int:
     return days if days in HISTORY_SPANS else HISTORY_SPANS[0]
 
 
-@dataclass(frozen=True)
-class Chart:
-    """What a page hands _chart.html: plotly.js draws `data`, the table repeats it."""
-
-    id: str
-    title: str
-    chart_type: str  # "line" or "bar"
-    x: list
-    y: list
-    y_title: str
-    x_title: str = "Day"
-    y_max: int | None = None
-    # Further series over the same x, each (title, values): drawn side by side with a legend.
-    more: tuple[tuple[str, list], ...] = ()
-    axis_title: str = ""  # the y axis's, when it is not the one series' title
-
-    @property
-    def data_id(self) -> str:
-        return f"{self.id}-data"
-
-    @property
-    def data(self) -> dict:
-        return {
-            "x": self.x,
-            "series": [{"name": name, "y": y} for name, y in self.series],
-        }
-
-    @property
-    def series(self) -> list[tuple[str, list]]:
-        return [(self.y_title, self.y), *self.more]
-
-    @property
-    def y_axis_title(self) -> str:
-        return self.axis_title or self.y_title
-
-    @property
-    def y_titles(self) -> list[str]:
-        return [name for name, _ in self.series]
-
-    @property
-    def rows(self) -> list[tuple]:
-        return list(zip(self.x, *(y for _, y in self.series), strict=True))
-
-
-def _score_chart(points, days: int) -> Chart:
-    return Chart(
-        id="score-chart",
-        title=f"Daily score, last {days} days",
-        chart_type="line",
-        x=[point.date.isoformat() for point in points],
-        y=[point.engagement_score for point in points],
-        y_title="Score",
-        y_max=100,
-    )
-
-
-def _day_chart(chart_id: str, title: str, days: list[overview.DayCount], y_title: str) -> Chart:
-    return Chart(
-        id=chart_id,
-        title=title,
-        chart_type="bar",
-        x=[d.day.isoformat() for d in days],
-        y=[d.count for d in days],
-        y_title=y_title,
-    )
-
-
 class OverviewView(WorkspaceView):
     template_name = "dashboard/overview.html"
 
@@ -182,8 +115,12 @@ class OverviewView(WorkspaceView):
         return self.render(
             {
                 "summary": summary,
-                "events_chart": _day_chart(
-                    "events-chart", "Events per day", summary.events_per_day, "Events"
+                "events_chart": day_chart(
+                    "events-chart",
+                    f"Events per day, last {summary.window_days} days",
+                    summary.events_per_day,
+                    "Events",
+                    empty_text=f"No events in the last {summary.window_days} days.",
                 ),
                 "bands_chart": Chart(
                     id="bands-chart",
@@ -193,6 +130,7 @@ class OverviewView(WorkspaceView):
                     y=[count for _, count in summary.bands],
                     x_title="Score",
                     y_title="Accounts",
+                    empty_text="No accounts yet.",
                 ),
             }
         )
@@ -334,9 +272,13 @@ def _subject_context(*, traits: dict, score, days: int, history, activity) -> di
         "score": score,
         "days": days,
         "spans": HISTORY_SPANS,
-        "history_chart": _score_chart(history, days),
-        "activity_chart": _day_chart(
-            "activity-chart", f"Events per day, last {days} days", activity, "Events"
+        "history_chart": score_chart(history, days),
+        "activity_chart": day_chart(
+            "activity-chart",
+            f"Events per day, last {days} days",
+            activity,
+            "Events",
+            empty_text=f"No events in the last {days} days.",
         ),
         "breakdown": score.score_breakdown or [],
         "own_traits": own,
@@ -440,6 +382,9 @@ class SegmentView(WorkspaceView):
                     y_title="Joined",
                     more=(("Left", [c.left for c in changes]),),
                     axis_title=segment.get_target_display(),
+                    x_span=day_span([c.day for c in changes]),
+                    bar_ms=int(DAY_MS * 0.8),
+                    empty_text=f"No joins or leaves in the last {SEGMENT_CHANGE_DAYS} days.",
                 ),
                 "conditions": selectors.read_conditions(segment),
             }
@@ -452,7 +397,10 @@ class HealthView(WorkspaceView):
     template_name = "dashboard/health.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        since = timezone.now() - timedelta(hours=HEALTH_HOURS)
+        now = timezone.now()
+        since = now - timedelta(hours=HEALTH_HOURS)
+        # The chart's axis ends with the current minute, whole (its bar is not cut in half).
+        until = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
         ingestion = health.ingestion_health(
             product_id=self.product_id,
             since=since,
@@ -460,14 +408,14 @@ class HealthView(WorkspaceView):
         )
         chart = None
         if ingestion is not None:
-            chart = Chart(
-                id="accepted-chart",
-                title=f"Requests accepted per minute, last {HEALTH_HOURS} hours",
-                chart_type="bar",
-                x=[m.minute.isoformat() for m in ingestion.accepted_per_minute],
-                y=[m.requests for m in ingestion.accepted_per_minute],
-                x_title="Minute (UTC)",
-                y_title="Requests",
+            chart = minute_chart(
+                "accepted-chart",
+                f"Requests accepted per minute, last {HEALTH_HOURS} hours",
+                ingestion.accepted_per_minute,
+                since=until - timedelta(hours=HEALTH_HOURS),
+                until=until,
+                empty_text="No request under this product's keys was applied in the last "
+                f"{HEALTH_HOURS} hours.",
             )
         oldest_age = None
         if ingestion and ingestion.backlog.oldest_received_at:

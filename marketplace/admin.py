@@ -66,8 +66,11 @@ class ConnectionForm(forms.ModelForm):
             "vendor_id"
         ].help_text = "The number at the end of the vendor management page address."
         self.resolved: services.ResolvedApp | None = None
-        if self.instance.pk and self.instance.marketplace_product_id and not self.is_bound:
-            self.initial["app"] = self.instance.marketplace_product_id
+        if self.instance.pk and not self.is_bound:
+            # The app as a person names it (its listing's name), not its productId UUID.
+            app = self.instance.app_name or self.instance.marketplace_product_id
+            if app:
+                self.initial["app"] = app
 
     @method_decorator(sensitive_variables("data"))
     def clean(self):
@@ -94,16 +97,40 @@ class ConnectionForm(forms.ModelForm):
         return data
 
 
-class SyncRunInline(admin.TabularInline):
+class RunColumnsMixin:
+    """A run in a few columns: the licenses' counts in one, the error cut short (the run's own
+    page has every field)."""
+
+    @admin.display(description="licenses")
+    def licenses(self, run):
+        skipped = run.skipped_without_cloud_id + run.skipped_invalid
+        return (
+            f"{run.licenses_seen} seen, {run.accounts_matched} matched, "
+            f"{run.accounts_created} created, {skipped} skipped"
+        )
+
+    @admin.display(description="error")
+    def error_short(self, run):
+        if not run.error:
+            return "-"
+        return run.error if len(run.error) <= 120 else run.error[:119] + "…"
+
+
+_RUN_COLUMNS = ["started_at", "trigger", "mode", "outcome", "licenses", "error_short"]
+
+
+class SyncRunInline(RunColumnsMixin, admin.TabularInline):
+    """The connection's recent runs, compact; each links to its own page."""
+
     model = SyncRun
     extra = 0
     max_num = 0
     can_delete = False
-    fields = _RUN_FIELDS
-    readonly_fields = _RUN_FIELDS
+    fields = _RUN_COLUMNS
+    readonly_fields = _RUN_COLUMNS
     ordering = ["-started_at"]
     show_change_link = True
-    verbose_name_plural = "sync runs of the last 14 days (all under Marketplace > Sync runs)"
+    verbose_name_plural = "sync runs of the last 14 days (every run: Marketplace › Sync runs)"
 
     def get_queryset(self, request):
         since = timezone.now() - timedelta(days=14)
@@ -164,6 +191,10 @@ class MarketplaceConnectionAdmin(ManagedProductAdminMixin, admin.ModelAdmin):
     @method_decorator(sensitive_post_parameters("api_token"))
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def get_inlines(self, request, obj):
+        # A connection being added has no runs yet.
+        return self.inlines if obj is not None else []
 
     def get_fields(self, request, obj=None):
         editable = ["product", "email", "api_token", "vendor_id", "app"]
@@ -257,10 +288,10 @@ class MarketplaceConnectionAdmin(ManagedProductAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(SyncRun)
-class SyncRunAdmin(ManagedProductAdminMixin, admin.ModelAdmin):
-    """Every run, read-only."""
+class SyncRunAdmin(RunColumnsMixin, ManagedProductAdminMixin, admin.ModelAdmin):
+    """Every run, read-only: a few columns in the list, every field on a run's page."""
 
-    list_display = ["connection", *_RUN_FIELDS[:-1]]
+    list_display = ["connection", *_RUN_COLUMNS]
     list_filter = ["connection__product", "outcome", "trigger", "mode"]
     readonly_fields = [
         "connection",

@@ -27,14 +27,21 @@ class ApiTokenAdmin(admin.ModelAdmin):
         "name",
         "prefix",
         "product",
-        "scopes",
+        "scope_list",
         "created_at",
         "last_used_at",
         "revoked_at",
     ]
     list_filter = ["product", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "prefix"]
-    readonly_fields = ["product", "prefix", "scopes", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = [
+        "product",
+        "prefix",
+        "scope_list",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     actions = ["revoke"]
 
     def get_form(self, request, obj=None, **kwargs):
@@ -48,7 +55,19 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def get_fields(self, request, obj=None):
         if obj is None:
             return ["product", "name", "scopes"]
-        return ["name", "product", "prefix", "scopes", "created_at", "last_used_at", "revoked_at"]
+        return [
+            "name",
+            "product",
+            "prefix",
+            "scope_list",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+        ]
+
+    @admin.display(description="scopes")
+    def scope_list(self, token: ApiToken) -> str:
+        return ", ".join(token.effective_scopes)
 
     def save_model(self, request, obj, form, change):
         if change:

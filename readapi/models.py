@@ -49,9 +49,16 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        verbose_name = "API token"
+        verbose_name_plural = "API tokens"
 
     def allows(self, scope: str) -> bool:
         return scope == Scope.READ or scope in self.scopes
+
+    @property
+    def effective_scopes(self) -> list[str]:
+        """What the token may do, in Scope order: `read` always, then what it was given."""
+        return [scope for scope in Scope.values if self.allows(scope)]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"

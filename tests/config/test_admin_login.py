@@ -1,5 +1,6 @@
-"""Admin logins are throttled (django-axes): 10 wrong passwords lock that username from that
-address out for 15 minutes, even with the right password next."""
+"""Sign-in: a too-long username is a form error on both sign-in pages, never a 500. Admin logins
+are throttled (django-axes): 10 wrong passwords lock that username from that address out for 15
+minutes, even with the right password next."""
 
 import pytest
 from django.conf import settings
@@ -57,3 +58,48 @@ def test_the_lockout_is_per_username_and_address(staff, django_user_model):
     assert attempt(Client(), PASSWORD).status_code == 429  # same username, same address
     assert attempt(Client(), PASSWORD, ip="10.0.0.2").status_code == 302  # another address
     assert attempt(Client(), PASSWORD, username="mia").status_code == 302  # another username
+
+
+LONG_NAME = "x" * 300
+
+
+@pytest.mark.parametrize("path", ["/login/", "/admin/login/"])
+def test_a_300_character_username_is_a_form_error_on_both_sign_in_pages(staff, path):
+    from axes.models import AccessAttempt, AccessFailureLog
+
+    response = Client().post(path, {"username": LONG_NAME, "password": "wrong"})
+
+    assert response.status_code == 200
+    assert "Ensure this value has at most 150 characters (it has 300)." in response.content.decode()
+    assert response.context["form"].errors["username"]
+    # It never reached authenticate(), so axes stored nothing about it.
+    assert not AccessAttempt.objects.exists()
+    assert not AccessFailureLog.objects.exists()
+
+
+@pytest.mark.parametrize("path", ["/login/", "/admin/login/"])
+def test_a_long_user_agent_and_path_are_recorded_cut_to_their_columns(staff, path):
+    from axes.models import AccessAttempt
+
+    response = Client().post(
+        f"{path}?next=/{'n' * 600}",
+        {"username": "vera", "password": "wrong"},
+        HTTP_USER_AGENT="agent/" + "a" * 1000,
+        HTTP_ACCEPT="text/html," + "b" * 2000,
+    )
+
+    assert response.status_code == 200
+    attempt = AccessAttempt.objects.get()
+    assert attempt.username == "vera"
+    assert len(attempt.user_agent) == 255
+    assert len(attempt.http_accept) <= 1025
+
+
+def test_a_long_username_reaching_authenticate_is_recorded_cut_to_255(staff, rf):
+    """Any other path to authenticate() (not the two forms) is recorded, not a 500."""
+    from axes.models import AccessAttempt
+    from django.contrib.auth import authenticate
+
+    request = rf.post(LOGIN)
+    assert authenticate(request, username=LONG_NAME, password="wrong") is None
+    assert AccessAttempt.objects.get().username == LONG_NAME[:255]

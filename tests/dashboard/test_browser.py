@@ -4,6 +4,7 @@ service."""
 
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -76,3 +77,113 @@ def test_sign_in_search_open_an_account_and_stay_on_the_service(
     assert requested, "the guard saw no request"
     assert elsewhere == []
     assert any("/static/dashboard/vendor/plotly.min.js" in url for url in requested)
+
+
+# Where these tests leave their screenshots, to look at (never the README's docs/images).
+SHOTS = Path(os.environ.get("EDS_TEST_SCREENSHOTS") or "/tmp")
+
+
+def sign_in(page, base_url: str) -> None:
+    page.goto(f"{base_url}/login/")
+    page.get_by_label("Username").fill("vera")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{base_url}/w/**")
+
+
+def ticks(page, chart_id: str, axis: str) -> list[str]:
+    return page.locator(f"#{chart_id} .{axis}tick text").all_text_contents()
+
+
+def y_range(page, chart_id: str) -> list[float]:
+    return page.evaluate(f"document.getElementById('{chart_id}')._fullLayout.yaxis.range")
+
+
+def whole_numbers(labels: list[str]) -> bool:
+    return bool(labels) and all(label.replace(",", "").isdigit() for label in labels)
+
+
+@contextmanager
+def signed_in_page(live_server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            sign_in(page, live_server.url)
+            yield page
+        finally:
+            browser.close()
+
+
+def workspace_url(live_server, scored) -> str:
+    return f"{live_server.url}/w/{scored.initech.product.workspaces.get().id}"
+
+
+def test_one_request_on_the_health_chart_spans_the_last_6_hours(
+    live_server, scored, vera, post_json, drain
+):
+    from playwright.sync_api import expect
+
+    # One request applied a moment ago: the health chart's single point.
+    assert post_json("/v2/identify", {"userId": "ann"}, auth=scored_key(scored)).status_code == 202
+    drain()
+    base = workspace_url(live_server, scored)  # read before playwright's event loop runs
+    with signed_in_page(live_server) as page:
+        page.goto(f"{base}/health/")
+        expect(page.locator("#accepted-chart svg.main-svg").first).to_be_visible()
+        page.screenshot(path=str(SHOTS / "chart-health.png"), full_page=True)
+        hours = ticks(page, "accepted-chart", "x")
+        # The last 6 hours on the axis (hourly ticks), not a millisecond around the point.
+        assert len(hours) >= 5, hours
+        assert all(":" in label and "." not in label for label in hours), hours
+        assert whole_numbers(ticks(page, "accepted-chart", "y"))
+
+
+def test_a_score_of_100_is_drawn_whole_on_ticks_0_to_100(live_server, scored, vera):
+    from playwright.sync_api import expect
+
+    base = workspace_url(live_server, scored)  # read before playwright's event loop runs
+    with signed_in_page(live_server) as page:
+        page.goto(f"{base}/accounts/{scored.initech.id}/")
+        expect(page.locator("#score-chart svg.main-svg").first).to_be_visible()
+        page.screenshot(path=str(SHOTS / "chart-account.png"), full_page=True)
+        assert ticks(page, "score-chart", "y") == ["0", "20", "40", "60", "80", "100"]
+        low, high = y_range(page, "score-chart")
+        assert low < 0 and high > 100  # a point at 0 or 100 is drawn whole
+        assert whole_numbers(ticks(page, "activity-chart", "y"))
+
+
+def test_small_counts_get_whole_number_ticks(live_server, scored, vera):
+    from playwright.sync_api import expect
+
+    base = workspace_url(live_server, scored)  # read before playwright's event loop runs
+    with signed_in_page(live_server) as page:
+        page.goto(f"{base}/segments/{scored.enterprise.id}/")
+        expect(page.locator("#changes-chart svg.main-svg").first).to_be_visible()
+        page.screenshot(path=str(SHOTS / "chart-segment.png"), full_page=True)
+        counts = ticks(page, "changes-chart", "y")
+        assert whole_numbers(counts), counts  # one join: 0, 1, 2; never steps of 0.2
+
+
+def test_a_chart_with_nothing_to_draw_is_a_sentence(live_server, scored, vera):
+    from playwright.sync_api import expect
+
+    # Hooli's only user never sent an event: sentences, not empty axes.
+    base = workspace_url(live_server, scored)  # read before playwright's event loop runs
+    with signed_in_page(live_server) as page:
+        page.goto(f"{base}/accounts/{scored.hooli.id}/")
+        expect(page.locator("#activity-chart-empty")).to_have_text("No events in the last 30 days.")
+        expect(page.locator("#score-chart-empty")).to_have_text(
+            "No score in the last 30 days: no counted event."
+        )
+        expect(page.locator("#activity-chart")).to_have_count(0)
+        page.screenshot(path=str(SHOTS / "chart-empty.png"), full_page=True)
+
+
+def scored_key(scored) -> str:
+    from ingestion.models import IngestionKey
+
+    key = IngestionKey.objects.filter(product=scored.initech.product).first()
+    return f"Basic {key.key}"

@@ -1,0 +1,60 @@
+"""Styled without collectstatic: the service started as the README's production section does
+(gunicorn, or uvicorn with the ASGI door), with an empty STATIC_ROOT, serves the stylesheet and
+scripts its pages link to."""
+
+import re
+import urllib.request
+
+import pytest
+from django.conf import settings
+
+from tests.config.test_production_e2e import free_port, http, production_env, spawn, wait_for
+
+
+def server_command(kind: str, port: int) -> list[str]:
+    if kind == "gunicorn":
+        return ["gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}"]
+    return ["uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kind", ["gunicorn", "uvicorn"])
+def test_pages_are_styled_without_collectstatic(kind, django_db_setup, tmp_path):
+    env = production_env(settings.CELERY_BROKER_URL, tmp_path)
+    static_root = tmp_path / "static"
+    assert not static_root.exists()  # collectstatic never ran
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = spawn(server_command(kind, port), env)
+    try:
+        wait_for(lambda: http("GET", f"{base}/login/")[0] == 200)
+        status, body = http("GET", f"{base}/login/")
+        linked = re.findall(r'(?:href|src)="(/static/[^"]+)"', body.decode())
+        assert "/static/dashboard/dashboard.css" in linked
+        status, admin_page = http("GET", f"{base}/admin/login/")
+        linked += re.findall(r'(?:href|src)="(/static/[^"]+)"', admin_page.decode())
+        linked.append("/static/dashboard/vendor/plotly.min.js")  # the charts' pages link it
+        for path in linked:
+            with urllib.request.urlopen(f"{base}{path}", timeout=10) as answer:  # noqa: S310
+                assert answer.status == 200, path
+                kind_of = answer.headers["Content-Type"]
+                assert kind_of.startswith(("text/css", "text/javascript")), (path, kind_of)
+                assert len(answer.read()) > 100, path
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def test_a_collected_file_wins_over_the_apps_own(settings, tmp_path):
+    from config.static import StaticFilesMiddleware
+
+    collected = tmp_path / "dashboard" / "dashboard.css"
+    collected.parent.mkdir()
+    collected.write_text("body { color: red; }")
+    settings.STATIC_ROOT = str(tmp_path)
+    served = StaticFilesMiddleware(lambda request: None).files
+
+    assert served["/static/dashboard/dashboard.css"].alternatives[0][1] == str(collected)
+    # What collectstatic did not write still comes from the finders.
+    assert "/static/admin/css/base.css" in served
+    assert "/static/dashboard/vendor/plotly.min.js" in served
