@@ -1,6 +1,7 @@
-"""The README's marketplace recipe, as a newcomer walks it: `make run` is already running (its
-workers started without MARKETPLACE_API_URL), its demo account `acme` has activity, and the fake
-marketplace is connected to the demo product through the connect command."""
+"""The marketplace recipe (docs/marketplace.md, linked from the README), as a newcomer walks it:
+`make run` is already running (its workers started without MARKETPLACE_API_URL), its demo
+account `acme` has activity, and the fake marketplace is connected to the demo product through
+the connect command."""
 
 import re
 import time
@@ -121,8 +122,11 @@ def test_an_identify_names_the_account_over_the_license_and_the_next_sync_keeps_
 
 
 def test_the_readme_makes_the_fake_misbehave_before_it_disconnects():
+    # The README points to the recipe in docs/marketplace.md.
     readme = (ROOT / "README.md").read_text()
-    recipe = readme.split("## Try the marketplace connection locally", 1)[1].split("```")[1]
+    assert "docs/marketplace.md#try-the-marketplace-connection-locally" in readme
+    guide = (ROOT / "docs" / "marketplace.md").read_text()
+    recipe = guide.split("## Try the marketplace connection locally", 1)[1].split("```")[1]
     steps = [line for line in recipe.splitlines() if line and not line.startswith("#")]
 
     def first(pattern: str) -> int:
