@@ -15,6 +15,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+# The one error body's schema lives with it in config; named here too for ingestion/schema.py.
+from config.exceptions import ErrorSerializer  # noqa: F401
 from engagement.models import Account, User
 from engagement.scoring import tenure_days
 from engagement.selectors import (
@@ -100,16 +102,6 @@ class ReadDictField(_ReadWith, serializers.DictField):
 
 class ReadListField(_ReadWith, serializers.ListField):
     pass
-
-
-class ErrorSerializer(serializers.Serializer):
-    """The one error body of every API."""
-
-    code = serializers.CharField()
-    message = serializers.CharField()
-    fields = serializers.DictField(
-        child=serializers.ListField(child=serializers.CharField()), required=False
-    )
 
 
 class BreakdownItemSerializer(serializers.Serializer):

@@ -12,8 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.api_errors import ApiError
 from config.db_routers import replica_reads
-from config.exceptions import ApiError
+from config.exceptions import ErrorSerializer
 from engagement import selectors
 from engagement.models import Account, Segment, User, Workspace
 from readapi import serializers as s
@@ -22,10 +23,10 @@ from readapi.pagination import Window, envelope_serializer, paginated_response
 from readapi.throttling import TokenRateThrottle
 
 ERRORS = {
-    400: OpenApiResponse(s.ErrorSerializer, description="A parameter is missing or not valid."),
-    401: OpenApiResponse(s.ErrorSerializer, description="No valid token (WWW-Authenticate)."),
-    404: OpenApiResponse(s.ErrorSerializer, description="Not found, or another product's."),
-    429: OpenApiResponse(s.ErrorSerializer, description="Throttled; see Retry-After."),
+    400: OpenApiResponse(ErrorSerializer, description="A parameter is missing or not valid."),
+    401: OpenApiResponse(ErrorSerializer, description="No valid token (WWW-Authenticate)."),
+    404: OpenApiResponse(ErrorSerializer, description="Not found, or another product's."),
+    429: OpenApiResponse(ErrorSerializer, description="Throttled; see Retry-After."),
 }
 
 WorkspacePage = envelope_serializer(s.WorkspaceSerializer, "WorkspacePage")
@@ -36,7 +37,7 @@ SegmentMemberPage = envelope_serializer(s.SegmentMemberSerializer, "SegmentMembe
 
 
 def not_found(what: str, ident: int) -> ApiError:
-    return ApiError(f"{what} {ident} was not found.", code="not_found", status_code=404)
+    return ApiError(404, "not_found", f"{what} {ident} was not found.")
 
 
 class ReadApiView(APIView):
@@ -77,7 +78,7 @@ class ReadApiView(APIView):
             return self.scoped_workspace(workspace_id)
         workspace = selectors.workspace_default_for_product(product_id=self.product_id)
         if workspace is None:
-            raise ApiError("This product has no workspace.", code="not_found", status_code=404)
+            raise ApiError(404, "not_found", "This product has no workspace.")
         return workspace
 
     def scoped_account(self, account_id: int) -> Account:
@@ -113,8 +114,9 @@ def _require_match_pair(params: dict) -> bool:
     if has_type != has_value:
         missing = "match_value" if has_type else "match_type"
         raise ApiError(
+            400,
+            "missing_match_parameter",
             "match_type and match_value go together: give both, or neither.",
-            code="missing_match_parameter",
             fields={missing: ["Required together with the other match parameter."]},
         )
     return has_type
@@ -226,8 +228,9 @@ class LegacyAccountLookupView(AccountPageMixin, ReadApiView):
         by_match = _require_match_pair(params)
         if by_match == ("id" in params):
             raise ApiError(
+                400,
+                "missing_match_parameter" if not by_match else "invalid_parameters",
                 "Give either id, or match_type and match_value.",
-                code="missing_match_parameter" if not by_match else "invalid_parameters",
                 fields={"id": ["Give id, or match_type with match_value (not both)."]},
             )
         workspace = self.scoped_workspace(params["workspace_id"])
