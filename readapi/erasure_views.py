@@ -17,6 +17,7 @@ from config.exceptions import ErrorSerializer
 from engagement import erasure
 from engagement.models import Erasure
 from readapi import views
+from readapi.links import Links
 from readapi.models import Scope
 
 ERASURE_ERRORS = {
@@ -47,7 +48,7 @@ class DeletionReceiptSerializer(serializers.Serializer):
         return {
             "id": instance.id,
             "status": instance.status,
-            "_links": {"self": f"/v2/deletions/{instance.id}"},
+            "_links": {"self": Links().path("read-deletion", instance.id)},
         }
 
 

@@ -19,6 +19,7 @@ from engagement import selectors
 from engagement.models import Account, Segment, User, Workspace
 from readapi import serializers as s
 from readapi.authentication import BearerTokenAuthentication, HasApiToken
+from readapi.links import Links
 from readapi.pagination import Window, envelope_serializer, paginated_response
 from readapi.throttling import TokenRateThrottle
 
@@ -63,7 +64,7 @@ class ReadApiView(APIView):
         return serializer.validated_data
 
     def context(self, **extra) -> dict:
-        return {"base": self.request.build_absolute_uri("/").rstrip("/"), **extra}
+        return {"links": Links(self.request.build_absolute_uri("/").rstrip("/")), **extra}
 
     def scoped_workspace(self, workspace_id: int) -> Workspace:
         workspace = selectors.workspace_get_for_product(
