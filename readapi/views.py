@@ -1,8 +1,9 @@
 """The read API: thin views that parse parameters, call engagement selectors, serialise.
 
 Every view derives from ReadApiView, which owns authentication, throttling and tenant scoping:
-a view gets workspaces, accounts, users and segments only through its `scoped_*` methods, which
-always filter by the token's product, so an id of another product answers 404.
+a view gets workspaces, accounts, users and segments only through its `scoped_*` methods
+(engagement.scoping, shared with the dashboard), which always filter by the token's product, so an
+id of another product answers 404.
 """
 
 from django.conf import settings
@@ -16,7 +17,8 @@ from config.api_errors import ApiError
 from config.db_routers import replica_reads
 from config.exceptions import ErrorSerializer
 from engagement import selectors
-from engagement.models import Account, Segment, User, Workspace
+from engagement.models import Workspace
+from engagement.scoping import ProductScopedView
 from readapi import serializers as s
 from readapi.authentication import BearerTokenAuthentication, HasApiToken
 from readapi.links import Links
@@ -41,8 +43,9 @@ def not_found(what: str, ident: int) -> ApiError:
     return ApiError(404, "not_found", f"{what} {ident} was not found.")
 
 
-class ReadApiView(APIView):
-    """Base of every read API view: Bearer token, per-token throttle, the token's product only."""
+class ReadApiView(ProductScopedView, APIView):
+    """Base of every read API view: Bearer token, per-token throttle, the token's product only
+    (engagement.scoping: records through `scoped_*`, another product's id answers 404)."""
 
     authentication_classes = [BearerTokenAuthentication]
     permission_classes = [HasApiToken]
@@ -66,13 +69,13 @@ class ReadApiView(APIView):
     def context(self, **extra) -> dict:
         return {"links": Links(self.request.build_absolute_uri("/").rstrip("/")), **extra}
 
-    def scoped_workspace(self, workspace_id: int) -> Workspace:
-        workspace = selectors.workspace_get_for_product(
+    def find_workspace(self, workspace_id: int) -> Workspace | None:
+        return selectors.workspace_get_for_product(
             product_id=self.product_id, workspace_id=workspace_id
         )
-        if workspace is None:
-            raise not_found("Workspace", workspace_id)
-        return workspace
+
+    def not_found(self, what: str, ident: int) -> ApiError:
+        return not_found(what, ident)
 
     def scoped_workspace_or_default(self, workspace_id: int | None) -> Workspace:
         if workspace_id is not None:
@@ -81,28 +84,6 @@ class ReadApiView(APIView):
         if workspace is None:
             raise ApiError(404, "not_found", "This product has no workspace.")
         return workspace
-
-    def scoped_account(self, account_id: int) -> Account:
-        account = selectors.account_get_for_product(
-            product_id=self.product_id, account_id=account_id
-        )
-        if account is None:
-            raise not_found("Account", account_id)
-        return account
-
-    def scoped_user(self, user_id: int) -> User:
-        user = selectors.user_get_for_product(product_id=self.product_id, user_id=user_id)
-        if user is None:
-            raise not_found("User", user_id)
-        return user
-
-    def scoped_segment(self, segment_id: int) -> Segment:
-        segment = selectors.segment_get_for_product(
-            product_id=self.product_id, segment_id=segment_id
-        )
-        if segment is None:
-            raise not_found("Segment", segment_id)
-        return segment
 
     def page(self, data: list, total: int, params: dict) -> Response:
         window = Window(limit=params["limit"], offset=params["offset"])
