@@ -39,6 +39,7 @@ def test_the_read_api_answers_its_errors_in_the_one_body(api_client, acme):
     assert response.json() == ApiError(404, "not_found", "Workspace 999999 was not found.").body()
 
 
+@pytest.mark.postgresql  # the database is made unreachable by its port
 @pytest.mark.django_db(transaction=True)
 def test_every_503_carries_the_one_retry_after(api_client, client, settings):
     """The read API, /healthz and the ingestion store (which both doors render) answer a
