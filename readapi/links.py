@@ -14,6 +14,7 @@ from django.urls import NoReverseMatch, get_script_prefix, reverse
 _STAND_IN = "918273645"
 # (route name, script prefix) -> the path before the id and after it ("" when there is no id).
 _PARTS: dict[tuple[str, str], tuple[str, str]] = {}
+_MAX_PARTS = 512
 
 
 def _parts(route: str, script_prefix: str) -> tuple[str, str]:
@@ -23,6 +24,8 @@ def _parts(route: str, script_prefix: str) -> tuple[str, str]:
             head, _, tail = reverse(route, args=[int(_STAND_IN)]).partition(_STAND_IN)
         except NoReverseMatch:  # a route without an id (a list)
             head, tail = reverse(route), ""
+        if len(_PARTS) >= _MAX_PARTS:  # a server that sets many prefixes: never grow unbounded
+            _PARTS.clear()
         parts = _PARTS[(route, script_prefix)] = (head, tail)
     return parts
 
