@@ -1,14 +1,19 @@
-"""One error body for every API: {"code": ..., "message": ..., "fields": {...}}."""
+"""The read API's exception handler (DRF's EXCEPTION_HANDLER) and the rendering of an `ApiError`:
+every error leaves as the one body of config/api_errors.py, a dependency down as its one 503."""
 
 import logging
 from typing import Any
 
-from django.conf import settings
 from django.db import InterfaceError, OperationalError
+from django.http import HttpResponse
 from kombu.exceptions import OperationalError as BrokerError
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import exception_handler, set_rollback
+
+from config.api_errors import ApiError, error_body, service_unavailable
+
+__all__ = ["ApiError", "ErrorSerializer", "api_exception_handler", "error_body", "error_response"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,35 +35,28 @@ DEPENDENCY_DOWN: tuple[type[BaseException], ...] = (
 )
 
 
-class ApiError(exceptions.APIException):
-    """An API error with a stable code; `fields` names the fields at fault, when any."""
+class ErrorSerializer(serializers.Serializer):
+    """The one error body of every API."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
-    default_code = "bad_request"
-    default_detail = "The request is not valid."
+    # Its docstring is its description in the OpenAPI documents; `error_body` builds it.
 
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        code: str | None = None,
-        fields: dict[str, list[str]] | None = None,
-        status_code: int | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message or self.default_detail, code or self.default_code)
-        self.code = code or self.default_code
-        self.fields = fields
-        self.headers = headers or {}
-        if status_code is not None:
-            self.status_code = status_code
+    code = serializers.CharField()
+    message = serializers.CharField()
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()), required=False
+    )
 
 
-def error_body(code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict:
-    body: dict[str, Any] = {"code": code, "message": message}
-    if fields:
-        body["fields"] = fields
-    return body
+def error_response(
+    error: ApiError, body: dict | None = None, response_class: type[HttpResponse] = Response
+) -> HttpResponse:
+    """The answer to `error`: its status, its Retry-After when it has one, and its body (an
+    endpoint with its own body, as /healthz has, passes it). A DRF view answers a DRF Response
+    (its renderer writes the bytes); Django's own handlers pass JsonResponse."""
+    response = response_class(error.body() if body is None else body, status=error.status)
+    if error.retry_after is not None:
+        response["Retry-After"] = str(error.retry_after)
+    return response
 
 
 def _flatten_fields(detail: Any) -> dict[str, list[str]]:
@@ -70,28 +68,14 @@ def _flatten_fields(detail: Any) -> dict[str, list[str]]:
     return {}
 
 
-def service_unavailable() -> Response:
-    response = Response(
-        error_body("service_unavailable", "The service is unavailable; retry later."),
-        status=status.HTTP_503_SERVICE_UNAVAILABLE,
-    )
-    response["Retry-After"] = str(settings.INGESTION_RETRY_AFTER_SECONDS)
-    return response
-
-
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, DEPENDENCY_DOWN):
         # The reason (host, port, driver text) goes to the log only.
         logger.warning("API answered 503: a dependency is down", exc_info=exc)
         set_rollback()
-        return service_unavailable()
+        return error_response(service_unavailable())
     if isinstance(exc, ApiError):
-        response = Response(
-            error_body(exc.code, str(exc.detail), exc.fields), status=exc.status_code
-        )
-        for name, value in exc.headers.items():
-            response[name] = value
-        return response
+        return error_response(exc)
     response = exception_handler(exc, context)
     if response is None:
         return None

@@ -6,11 +6,12 @@ to the log, never to whoever can reach the endpoint. 503 with Retry-After when o
 
 import logging
 
-from django.conf import settings
 from django.db import connection
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 
+from config.api_errors import service_unavailable
 from config.celery import app as celery_app
+from config.exceptions import error_response
 
 logger = logging.getLogger(__name__)
 
@@ -35,18 +36,16 @@ def _broker_ok() -> bool:
         return False
 
 
-def healthz(request):
+def healthz(request) -> HttpResponse:
     database_ok = _database_ok()
     broker_ok = _broker_ok()
     healthy = database_ok and broker_ok
-    response = JsonResponse(
-        {
-            "status": "ok" if healthy else "unavailable",
-            "database": "ok" if database_ok else "down",
-            "broker": "ok" if broker_ok else "down",
-        },
-        status=200 if healthy else 503,
-    )
-    if not healthy:
-        response["Retry-After"] = str(settings.INGESTION_RETRY_AFTER_SECONDS)
-    return response
+    report = {
+        "status": "ok" if healthy else "unavailable",
+        "database": "ok" if database_ok else "down",
+        "broker": "ok" if broker_ok else "down",
+    }
+    if healthy:
+        return JsonResponse(report)
+    # The service's one 503 (its status and Retry-After), with the report as its body.
+    return error_response(service_unavailable(), body=report, response_class=JsonResponse)

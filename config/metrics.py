@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from config.exceptions import error_body
+from config.api_errors import error_body
 
 HTTP_REQUESTS = Counter(
     "eds_http_requests_total",

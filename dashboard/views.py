@@ -3,7 +3,8 @@ render a template.
 
 Every page of a workspace derives from WorkspaceView, which resolves the workspace among the
 signed-in user's products before the page runs and hands out accounts, users and segments only
-through its `scoped_*` methods, which filter by that product: another product's id answers 404.
+through its `scoped_*` methods (engagement.scoping, shared with the read API), which filter by
+that product: another product's id answers 404.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from dashboard.forms import PER_PAGE, AccountListForm
 from engagement import health, overview, selectors
 from engagement.history import account_score_history, user_score_history
 from engagement.memberships import product_role, workspace_visible_to, workspaces_visible_to
-from engagement.models import Account, Segment, User, Workspace
+from engagement.models import Segment, Workspace
+from engagement.scoping import ProductScopedView
 
 # The score chart's spans, in days: the workspace's window is one of 1, 7, 30.
 HISTORY_SPANS = (30, 90, 365)
@@ -48,8 +50,9 @@ class HomeView(SignedInView):
         return render(request, "dashboard/home.html", {"workspaces": workspaces})
 
 
-class WorkspaceView(SignedInView):
-    """Base of every page inside a workspace: the workspace is the signed-in user's or 404."""
+class WorkspaceView(ProductScopedView, SignedInView):
+    """Base of every page inside a workspace: the workspace is the signed-in user's or 404
+    (engagement.scoping: records through `scoped_*`, another product's id answers 404)."""
 
     workspace: Workspace
     template_name = ""
@@ -57,37 +60,18 @@ class WorkspaceView(SignedInView):
     def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if not request.user.is_authenticated:
             return self.handle_no_permission()
-        workspace = workspace_visible_to(request.user, kwargs.pop("workspace_id"))
-        if workspace is None:
-            raise Http404("No such workspace.")
-        self.workspace = workspace
+        self.workspace = self.scoped_workspace(kwargs.pop("workspace_id"))
         return super().dispatch(request, *args, **kwargs)
 
     @property
     def product_id(self) -> int:
         return self.workspace.product_id
 
-    def scoped_account(self, account_id: int) -> Account:
-        account = selectors.account_get_for_product(
-            product_id=self.product_id, account_id=account_id
-        )
-        if account is None:
-            raise Http404("No such account.")
-        return account
+    def find_workspace(self, workspace_id: int) -> Workspace | None:
+        return workspace_visible_to(self.request.user, workspace_id)
 
-    def scoped_user(self, user_id: int) -> User:
-        user = selectors.user_get_for_product(product_id=self.product_id, user_id=user_id)
-        if user is None:
-            raise Http404("No such user.")
-        return user
-
-    def scoped_segment(self, segment_id: int) -> Segment:
-        segment = selectors.segment_get_for_product(
-            product_id=self.product_id, segment_id=segment_id
-        )
-        if segment is None or segment.workspace_id != self.workspace.id:
-            raise Http404("No such segment.")
-        return segment
+    def not_found(self, what: str, ident: int) -> Http404:
+        return Http404(f"No such {what.lower()}.")
 
     def render(self, context: dict, template: str | None = None) -> HttpResponse:
         base = {

@@ -7,6 +7,7 @@ Superusers see and manage every product; anyone else sees the products they are 
 from django.db.models import QuerySet
 
 from engagement.models import Product, ProductMembership, Workspace
+from engagement.workspace_cache import with_scores_refreshed_at
 
 
 def products_visible_to(user) -> QuerySet[Product]:
@@ -71,5 +72,6 @@ def workspaces_visible_to(user) -> QuerySet[Workspace]:
 
 
 def workspace_visible_to(user, workspace_id: int) -> Workspace | None:
-    """The workspace with this id if this user may read its product, else None."""
-    return workspaces_visible_to(user).filter(id=workspace_id).first()
+    """The workspace with this id if this user may read its product, else None; with its last
+    score refresh, which keys its cached figures (engagement/workspace_cache.py)."""
+    return with_scores_refreshed_at(workspaces_visible_to(user).filter(id=workspace_id)).first()

@@ -7,12 +7,10 @@ products; nothing here checks who asks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import TypeVar
 
-from django.core.cache import cache
 from django.db.models import (
     Count,
     F,
@@ -47,8 +45,7 @@ from engagement.selectors import (
     read_traits,
     workspace_stats,
 )
-
-T = TypeVar("T")
+from engagement.workspace_cache import cached_for_workspace
 
 MARKETPLACE_PREFIX = "am."
 # Health bands of a 0-100 score: (key, label, lowest, highest).
@@ -60,7 +57,8 @@ BANDS = (
 # A change of at least this many points is marked as heating up (or cooling down).
 MARKED_CHANGE = 10
 # The overview (the figures each score refresh keeps, the event tallies, the movers) is cached
-# this long, about as often as scores refresh. A change of the workspace's settings starts afresh.
+# this long, about as often as scores refresh; a score refresh or a change of the workspace's
+# settings starts afresh (engagement/workspace_cache.py).
 OVERVIEW_CACHE_SECONDS = 60
 # The account list's total and rank bookmarks are counted over every score row: reused this long
 # (a score refresh starts afresh), so paging does not count them again on each page.
@@ -79,15 +77,6 @@ def _days(days: int, today: date | None = None) -> list[date]:
     """The `days` days ending today, oldest first."""
     today = today or _today()
     return [today - timedelta(days=offset) for offset in range(days - 1, -1, -1)]
-
-
-def _cached(name: str, workspace: Workspace, seconds: int, compute: Callable[[], T]) -> T:
-    key = f"eds:dashboard:{name}:{workspace.id}:{workspace.updated_at.timestamp()}"
-    found = cache.get(key)
-    if found is None:
-        found = compute()
-        cache.set(key, found, seconds)
-    return found
 
 
 # --- Workspace overview -----------------------------------------------------------------------
@@ -198,7 +187,7 @@ def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
             computed_at=timezone.now(),
         )
 
-    return _cached("workspace-overview", workspace, OVERVIEW_CACHE_SECONDS, compute)
+    return cached_for_workspace("workspace-overview", workspace, compute, OVERVIEW_CACHE_SECONDS)
 
 
 # --- Account list -----------------------------------------------------------------------------

@@ -6,14 +6,12 @@ reached yet answers with zeros: it gets an unsaved score row whose fields are al
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from django.core.cache import cache
 from django.db import connections, router
-from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery, TextField
+from django.db.models import Count, Exists, OuterRef, QuerySet, TextField
 from django.db.models.functions import Cast, Lower
 
 from engagement.models import (
@@ -30,6 +28,11 @@ from engagement.models import (
 from engagement.scoring.figures import kept_account_scores
 from engagement.segments import TraitText, accounts_admitted
 from engagement.stored_json import json_for_reading
+from engagement.workspace_cache import (
+    cached_for_workspace,
+    scores_refreshed_at,
+    with_scores_refreshed_at,
+)
 
 T = TypeVar("T")
 
@@ -108,24 +111,8 @@ def read_conditions(segment: Segment) -> list[dict]:
 
 def _workspaces(product_id: int) -> QuerySet[Workspace]:
     """The product's workspaces, each with `scores_refreshed_at` (its last score refresh)."""
-    refreshed_at = ScoringState.objects.filter(workspace_id=OuterRef("pk")).values("refreshed_at")
-    workspaces = Workspace.objects.filter(product_id=product_id).annotate(
-        scores_refreshed_at=Subquery(refreshed_at[:1])
-    )
+    workspaces = with_scores_refreshed_at(Workspace.objects.filter(product_id=product_id))
     return _with_json_as_text(workspaces, "account_filter")
-
-
-def _scores_refreshed_at(workspace: Workspace) -> datetime | None:
-    """When the workspace's scores were last refreshed (None: never), from the annotation the
-    read selectors add, else from its ScoringState."""
-    refreshed_at = getattr(workspace, "scores_refreshed_at", _NOT_SELECTED)
-    if refreshed_at is _NOT_SELECTED:
-        refreshed_at = (
-            ScoringState.objects.filter(workspace_id=workspace.id)
-            .values_list("refreshed_at", flat=True)
-            .first()
-        )
-    return refreshed_at
 
 
 def score_computed_at(*, score: ScoreFields, workspace: Workspace) -> datetime | None:
@@ -138,7 +125,7 @@ def score_computed_at(*, score: ScoreFields, workspace: Workspace) -> datetime |
     own."""
     if score.pk is None:
         return None
-    refreshed_at = _scores_refreshed_at(workspace)
+    refreshed_at = scores_refreshed_at(workspace)
     if refreshed_at is None or (score.computed_at and score.computed_at > refreshed_at):
         return score.computed_at
     return refreshed_at
@@ -184,7 +171,7 @@ def workspace_stats(*, workspace: Workspace, counts_cache_seconds: int = 0) -> W
             account_scores=tuple(kept_account_scores(state)),
         )
 
-    return _cached("stats", workspace, compute, counts_cache_seconds)
+    return cached_for_workspace("stats", workspace, compute, counts_cache_seconds)
 
 
 def _created_since(
@@ -210,28 +197,6 @@ def _accounts_in_workspace(workspace: Workspace) -> QuerySet[Account]:
 def _unscored_accounts(workspace: Workspace) -> QuerySet[Account]:
     scored = AccountScore.objects.filter(workspace_id=workspace.id, account_id=OuterRef("pk"))
     return _accounts_in_workspace(workspace).filter(~Exists(scored))
-
-
-def _cached(key: str, workspace: Workspace, compute: Callable[[], T], seconds: int) -> T:
-    """A whole-workspace figure (counts, rank bookmarks), cached for `seconds` (0: not cached).
-
-    Counting 100,000 rows costs more than serving the page itself, and the scores behind a ranked
-    list refresh about once a minute anyway, so a figure a few seconds old is the better trade.
-    Saving the workspace (new settings) or a score refresh starts afresh.
-    """
-    if seconds <= 0:
-        return compute()
-    # A refresh moves accounts and users from "not scored yet" to "scored": a split counted before
-    # it would point a page at rows that are no longer where it looks (an empty page under a
-    # non-zero total). So each refresh, like each settings change, starts afresh.
-    refreshed_at = _scores_refreshed_at(workspace)
-    refreshed = refreshed_at.timestamp() if refreshed_at else 0
-    cache_key = f"eds:{key}:{workspace.id}:{workspace.updated_at.timestamp()}:{refreshed}"
-    found = cache.get(cache_key)
-    if found is None:
-        found = compute()
-        cache.set(cache_key, found, seconds)
-    return found
 
 
 # A deep page starts from the nearest of these rank positions instead of walking the rank index
@@ -263,7 +228,7 @@ def _rank_bookmarks(
             return [tuple(row) for row in cursor.fetchall()]
 
     key = f"bookmarks:{model._meta.model_name}:{BOOKMARK_EVERY}"
-    return _cached(key, workspace, compute, cache_seconds)
+    return cached_for_workspace(key, workspace, compute, cache_seconds)
 
 
 def _ranked_window(
@@ -321,7 +286,7 @@ def _account_parts(workspace: Workspace, cache_seconds: int) -> tuple[int, int, 
             unscored = max(product_total - scored, 0)
         return scored, unscored, scored + unscored
 
-    return _cached("accounts", workspace, count, cache_seconds)
+    return cached_for_workspace("accounts", workspace, count, cache_seconds)
 
 
 def account_list_ranked(
@@ -430,7 +395,7 @@ def _user_parts(workspace: Workspace, cache_seconds: int) -> tuple[int, int]:
         total = User.objects.filter(product_id=workspace.product_id).count()
         return scored, max(total, scored)
 
-    return _cached("users", workspace, count, cache_seconds)
+    return cached_for_workspace("users", workspace, count, cache_seconds)
 
 
 def _zero_user_score(workspace: Workspace, user: User) -> UserScore:

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Sum
 
+from config.api_errors import service_unavailable
 from ingestion.acceptance import Accepted, RequestError, messages_json
 from ingestion.models import AcceptedRequest
 from ingestion.pg_copy import copy_rows
@@ -33,9 +34,7 @@ Entry = tuple[datetime, Accepted]
 
 
 def _unavailable(message: str) -> RequestError:
-    return RequestError(
-        503, "service_unavailable", message, retry_after=settings.INGESTION_RETRY_AFTER_SECONDS
-    )
+    return service_unavailable(message)
 
 
 def backlog_refresh() -> int:

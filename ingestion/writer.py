@@ -20,7 +20,6 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from django.conf import settings
 from django.db import (
     DatabaseError,
     InterfaceError,
@@ -29,6 +28,7 @@ from django.db import (
     connection,
 )
 
+from config.api_errors import service_unavailable
 from ingestion.acceptance import RequestError
 from ingestion.store import Entry, backlog_refresh, kick_worker, store_accepted_batch
 
@@ -270,9 +270,4 @@ def _refused_by_the_data(error: RequestError) -> bool:
 
 
 def _write_failed(exc: Exception) -> RequestError:
-    return RequestError(
-        503,
-        "service_unavailable",
-        "The service cannot store requests right now; retry shortly.",
-        retry_after=settings.INGESTION_RETRY_AFTER_SECONDS,
-    )
+    return service_unavailable("The service cannot store requests right now; retry shortly.")

@@ -12,12 +12,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.exceptions import ApiError
+from config.api_errors import ApiError
+from config.exceptions import ErrorSerializer
 from engagement import erasure
 from engagement.models import Erasure
 from readapi import views
+from readapi.links import Links
 from readapi.models import Scope
-from readapi.serializers import ErrorSerializer
 
 ERASURE_ERRORS = {
     **views.ERRORS,
@@ -47,7 +48,7 @@ class DeletionReceiptSerializer(serializers.Serializer):
         return {
             "id": instance.id,
             "status": instance.status,
-            "_links": {"self": f"/v2/deletions/{instance.id}"},
+            "_links": {"self": Links().path("read-deletion", instance.id)},
         }
 
 
@@ -95,9 +96,9 @@ class ErasureMixin:
     def erase(self, target_id: int) -> Response:
         if not self.request.auth.allows(Scope.DELETE):
             raise ApiError(
+                403,
+                "insufficient_scope",
                 "This token may not delete: issue one with the delete scope.",
-                code="insufficient_scope",
-                status_code=403,
             )
         params = self.params(ErasureQuery)
         try:

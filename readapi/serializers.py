@@ -1,7 +1,8 @@
 """Records of the read API (output) and the query parameters each endpoint accepts (input).
 
-Serializer context: `base` (the absolute root URL, for `_links`), `workspace` (the workspace the
-metrics belong to), `expand` (set of names) and `segments` ({account or user id: [SegmentMember]}).
+Serializer context: `links` (readapi.links.Links, which builds `_links` from route names),
+`workspace` (the workspace the metrics belong to), `expand` (set of names) and `segments`
+({account or user id: [SegmentMember]}).
 
 One format for every record (docs/read-api.md "Record format"): times are `timestamp()` text,
 whole-number metrics integers, shares and ranks rounded by `rounded_fraction`, unknown values null.
@@ -15,6 +16,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+# The one error body's schema lives with it in config; named here too for ingestion/schema.py.
+from config.exceptions import ErrorSerializer  # noqa: F401
 from engagement.models import Account, User
 from engagement.scoring import tenure_days
 from engagement.selectors import (
@@ -27,8 +30,8 @@ from engagement.selectors import (
 from readapi.pagination import DEFAULT_LIMIT, MAX_LIMIT
 
 
-def _link(context: dict, path: str) -> str:
-    return f"{context['base']}{path}"
+def _link(context: dict, route: str, ident: int | None = None, **query: int) -> str:
+    return context["links"].url(route, ident, **query)
 
 
 # --- Shared pieces ----------------------------------------------------------------------------
@@ -102,16 +105,6 @@ class ReadListField(_ReadWith, serializers.ListField):
     pass
 
 
-class ErrorSerializer(serializers.Serializer):
-    """The one error body of every API."""
-
-    code = serializers.CharField()
-    message = serializers.CharField()
-    fields = serializers.DictField(
-        child=serializers.ListField(child=serializers.CharField()), required=False
-    )
-
-
 class BreakdownItemSerializer(serializers.Serializer):
     event = serializers.CharField()
     count = serializers.IntegerField()
@@ -143,7 +136,7 @@ class SegmentRefSerializer(serializers.Serializer):
 
     @extend_schema_field(RecordLinksSerializer)
     def get__links(self, member) -> dict:
-        return {"self": _link(self.context, f"/v2/segments/{member.segment_id}")}
+        return {"self": _link(self.context, "read-segment", member.segment_id)}
 
 
 # --- Workspaces -------------------------------------------------------------------------------
@@ -168,12 +161,11 @@ class WorkspaceSerializer(serializers.Serializer):
 
     @extend_schema_field(RecordLinksSerializer)
     def get__links(self, workspace) -> dict:
-        query = f"?workspace_id={workspace.id}"
         return {
-            "self": _link(self.context, f"/v2/workspaces/{workspace.id}"),
-            "accounts": _link(self.context, f"/v2/accounts{query}"),
-            "users": _link(self.context, f"/v2/users{query}"),
-            "segments": _link(self.context, f"/v2/segments{query}"),
+            "self": _link(self.context, "read-workspace", workspace.id),
+            "accounts": _link(self.context, "read-accounts", workspace_id=workspace.id),
+            "users": _link(self.context, "read-users", workspace_id=workspace.id),
+            "segments": _link(self.context, "read-segments", workspace_id=workspace.id),
         }
 
     @extend_schema_field(WorkspaceStatsSerializer)
@@ -243,7 +235,7 @@ class ScoredRecordSerializer(serializers.Serializer):
     segments = SegmentRefSerializer(many=True, required=False, help_text="expand=segments only.")
     _links = RecordLinksSerializer()
 
-    collection = ""  # "accounts" or "users": the API collection of the record's own link
+    route = ""  # "read-account" or "read-user": the route of the record's own link
 
     def subject(self, score):
         raise NotImplementedError
@@ -284,10 +276,9 @@ class ScoredRecordSerializer(serializers.Serializer):
         if "segments" in expand:
             members = self.context.get("segments", {}).get(subject.id, [])
             data["segments"] = SegmentRefSerializer(members, many=True, context=self.context).data
-        base = self.context["base"]
         data["_links"] = {
-            "self": f"{base}/v2/{self.collection}/{subject.id}?workspace_id={score.workspace_id}",
-            "workspace": f"{base}/v2/workspaces/{score.workspace_id}",
+            "self": _link(self.context, self.route, subject.id, workspace_id=score.workspace_id),
+            "workspace": _link(self.context, "read-workspace", score.workspace_id),
         }
         return data
 
@@ -306,7 +297,7 @@ class AccountSerializer(ScoredRecordSerializer):
         allow_null=True, help_text="Share (0-1) of users active, four decimals."
     )
 
-    collection = "accounts"
+    route = "read-account"
 
     def subject(self, score) -> Account:
         return score.account
@@ -341,7 +332,7 @@ class UserSerializer(ScoredRecordSerializer):
     identified = serializers.BooleanField()
     first_seen = TimestampField(allow_null=True)
 
-    collection = "users"
+    route = "read-user"
 
     def subject(self, score) -> User:
         return score.user
@@ -384,9 +375,9 @@ class SegmentSerializer(serializers.Serializer):
     @extend_schema_field(RecordLinksSerializer)
     def get__links(self, segment) -> dict:
         return {
-            "self": _link(self.context, f"/v2/segments/{segment.id}"),
-            "members": _link(self.context, f"/v2/segments/{segment.id}/members"),
-            "workspace": _link(self.context, f"/v2/workspaces/{segment.workspace_id}"),
+            "self": _link(self.context, "read-segment", segment.id),
+            "members": _link(self.context, "read-segment-members", segment.id),
+            "workspace": _link(self.context, "read-workspace", segment.workspace_id),
         }
 
 
@@ -411,14 +402,12 @@ class SegmentMemberSerializer(serializers.Serializer):
 
     @extend_schema_field(RecordLinksSerializer)
     def get__links(self, member) -> dict:
-        collection = "accounts" if member.account_id else "users"
+        route = "read-account" if member.account_id else "read-user"
         workspace_id = self.context["workspace"].id
         target_id = member.account_id or member.user_id
         return {
-            "self": _link(
-                self.context, f"/v2/{collection}/{target_id}?workspace_id={workspace_id}"
-            ),
-            "workspace": _link(self.context, f"/v2/workspaces/{workspace_id}"),
+            "self": _link(self.context, route, target_id, workspace_id=workspace_id),
+            "workspace": _link(self.context, "read-workspace", workspace_id),
         }
 
 

@@ -1,8 +1,9 @@
 """The read API: thin views that parse parameters, call engagement selectors, serialise.
 
 Every view derives from ReadApiView, which owns authentication, throttling and tenant scoping:
-a view gets workspaces, accounts, users and segments only through its `scoped_*` methods, which
-always filter by the token's product, so an id of another product answers 404.
+a view gets workspaces, accounts, users and segments only through its `scoped_*` methods
+(engagement.scoping, shared with the dashboard), which always filter by the token's product, so an
+id of another product answers 404.
 """
 
 from django.conf import settings
@@ -12,20 +13,23 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.api_errors import ApiError
 from config.db_routers import replica_reads
-from config.exceptions import ApiError
+from config.exceptions import ErrorSerializer
 from engagement import selectors
-from engagement.models import Account, Segment, User, Workspace
+from engagement.models import Workspace
+from engagement.scoping import ProductScopedView
 from readapi import serializers as s
 from readapi.authentication import BearerTokenAuthentication, HasApiToken
+from readapi.links import Links
 from readapi.pagination import Window, envelope_serializer, paginated_response
 from readapi.throttling import TokenRateThrottle
 
 ERRORS = {
-    400: OpenApiResponse(s.ErrorSerializer, description="A parameter is missing or not valid."),
-    401: OpenApiResponse(s.ErrorSerializer, description="No valid token (WWW-Authenticate)."),
-    404: OpenApiResponse(s.ErrorSerializer, description="Not found, or another product's."),
-    429: OpenApiResponse(s.ErrorSerializer, description="Throttled; see Retry-After."),
+    400: OpenApiResponse(ErrorSerializer, description="A parameter is missing or not valid."),
+    401: OpenApiResponse(ErrorSerializer, description="No valid token (WWW-Authenticate)."),
+    404: OpenApiResponse(ErrorSerializer, description="Not found, or another product's."),
+    429: OpenApiResponse(ErrorSerializer, description="Throttled; see Retry-After."),
 }
 
 WorkspacePage = envelope_serializer(s.WorkspaceSerializer, "WorkspacePage")
@@ -36,11 +40,12 @@ SegmentMemberPage = envelope_serializer(s.SegmentMemberSerializer, "SegmentMembe
 
 
 def not_found(what: str, ident: int) -> ApiError:
-    return ApiError(f"{what} {ident} was not found.", code="not_found", status_code=404)
+    return ApiError(404, "not_found", f"{what} {ident} was not found.")
 
 
-class ReadApiView(APIView):
-    """Base of every read API view: Bearer token, per-token throttle, the token's product only."""
+class ReadApiView(ProductScopedView, APIView):
+    """Base of every read API view: Bearer token, per-token throttle, the token's product only
+    (engagement.scoping: records through `scoped_*`, another product's id answers 404)."""
 
     authentication_classes = [BearerTokenAuthentication]
     permission_classes = [HasApiToken]
@@ -62,45 +67,23 @@ class ReadApiView(APIView):
         return serializer.validated_data
 
     def context(self, **extra) -> dict:
-        return {"base": self.request.build_absolute_uri("/").rstrip("/"), **extra}
+        return {"links": Links(self.request.build_absolute_uri("/").rstrip("/")), **extra}
 
-    def scoped_workspace(self, workspace_id: int) -> Workspace:
-        workspace = selectors.workspace_get_for_product(
+    def find_workspace(self, workspace_id: int) -> Workspace | None:
+        return selectors.workspace_get_for_product(
             product_id=self.product_id, workspace_id=workspace_id
         )
-        if workspace is None:
-            raise not_found("Workspace", workspace_id)
-        return workspace
+
+    def not_found(self, what: str, ident: int) -> ApiError:
+        return not_found(what, ident)
 
     def scoped_workspace_or_default(self, workspace_id: int | None) -> Workspace:
         if workspace_id is not None:
             return self.scoped_workspace(workspace_id)
         workspace = selectors.workspace_default_for_product(product_id=self.product_id)
         if workspace is None:
-            raise ApiError("This product has no workspace.", code="not_found", status_code=404)
+            raise ApiError(404, "not_found", "This product has no workspace.")
         return workspace
-
-    def scoped_account(self, account_id: int) -> Account:
-        account = selectors.account_get_for_product(
-            product_id=self.product_id, account_id=account_id
-        )
-        if account is None:
-            raise not_found("Account", account_id)
-        return account
-
-    def scoped_user(self, user_id: int) -> User:
-        user = selectors.user_get_for_product(product_id=self.product_id, user_id=user_id)
-        if user is None:
-            raise not_found("User", user_id)
-        return user
-
-    def scoped_segment(self, segment_id: int) -> Segment:
-        segment = selectors.segment_get_for_product(
-            product_id=self.product_id, segment_id=segment_id
-        )
-        if segment is None:
-            raise not_found("Segment", segment_id)
-        return segment
 
     def page(self, data: list, total: int, params: dict) -> Response:
         window = Window(limit=params["limit"], offset=params["offset"])
@@ -113,8 +96,9 @@ def _require_match_pair(params: dict) -> bool:
     if has_type != has_value:
         missing = "match_value" if has_type else "match_type"
         raise ApiError(
+            400,
+            "missing_match_parameter",
             "match_type and match_value go together: give both, or neither.",
-            code="missing_match_parameter",
             fields={missing: ["Required together with the other match parameter."]},
         )
     return has_type
@@ -226,8 +210,9 @@ class LegacyAccountLookupView(AccountPageMixin, ReadApiView):
         by_match = _require_match_pair(params)
         if by_match == ("id" in params):
             raise ApiError(
+                400,
+                "missing_match_parameter" if not by_match else "invalid_parameters",
                 "Give either id, or match_type and match_value.",
-                code="missing_match_parameter" if not by_match else "invalid_parameters",
                 fields={"id": ["Give id, or match_type with match_value (not both)."]},
             )
         workspace = self.scoped_workspace(params["workspace_id"])

@@ -2,37 +2,11 @@
 
 from __future__ import annotations
 
+from config.api_errors import ApiError
 
-class RequestError(Exception):
-    """A request the service answers with an error; `fields` names the fields at fault."""
-
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        fields: dict[str, list[str]] | None = None,
-        retry_after: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.fields = fields
-        self.retry_after = retry_after
-
-    def body(self) -> dict:
-        """The one error body of the service: {"code", "message", "fields"?}."""
-        body: dict = {"code": self.code, "message": self.message}
-        if self.fields:
-            body["fields"] = self.fields
-        return body
-
-    def summary(self) -> str:
-        """One line naming every field at fault, for the record of a dropped batch item."""
-        if not self.fields:
-            return self.message
-        return "; ".join(f"{name}: {' '.join(problems)}" for name, problems in self.fields.items())
+# The service's one error type (config/api_errors.py): status, code, message, fields, retry_after;
+# `body()` is the one error body. The acceptance rules know it by what it is to them.
+RequestError = ApiError
 
 
 class FieldErrors:

@@ -1,0 +1,34 @@
+"""One product-scoped base view (engagement.scoping) for the read API and the dashboard: the
+same `scoped_*` methods, so another product's id answers 404 in both by one rule."""
+
+from dashboard.views import WorkspaceView
+from engagement.models import Account, ProductMembership
+from engagement.scoping import ProductScopedView
+from readapi.views import ReadApiView
+from tests.dashboard.conftest import PASSWORD, signed_in
+
+SCOPED = ("scoped_workspace", "scoped_account", "scoped_user", "scoped_segment")
+
+
+def test_the_read_api_and_the_dashboard_scope_records_through_one_base():
+    for view in (ReadApiView, WorkspaceView):
+        assert issubclass(view, ProductScopedView)
+        for name in SCOPED:
+            assert getattr(view, name) is getattr(ProductScopedView, name), (view, name)
+
+
+def test_another_products_account_is_404_in_both(
+    acme, globex, api_client, django_user_model, settings
+):
+    settings.DEBUG = False
+    theirs = Account.objects.create(product=globex.product, tracking_id="globo")
+    person = django_user_model.objects.create_user("ada", "ada@example.com", PASSWORD)
+    ProductMembership.objects.create(user=person, product=acme.product)
+
+    api = api_client.get(f"/v2/accounts/{theirs.id}", HTTP_AUTHORIZATION=acme.bearer)
+    page = signed_in(person).get(f"/w/{acme.workspace.id}/accounts/{theirs.id}/")
+
+    assert api.status_code == 404
+    assert api.json() == {"code": "not_found", "message": f"Account {theirs.id} was not found."}
+    assert page.status_code == 404
+    assert b"No such account." in page.content
