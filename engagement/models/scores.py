@@ -190,3 +190,23 @@ class ScoreHistoryState(models.Model):
 
     def __str__(self) -> str:
         return f"score history of workspace {self.workspace_id}"
+
+
+class ScoreHistoryBackfill(models.Model):
+    """A past day from which a workspace's stored history is stale: a batch of events of that
+    day (or of it and later ones) was applied after the days were computed.
+
+    Inserted by the apply path in the batch's own transaction, one row per workspace of the
+    product (rows are only ever added there, so concurrent workers never wait on each other);
+    deleted by the history run that recomputed from that day on (engagement/history.py). A row
+    committed while a run is busy is not among those it read, so it stays for the next run.
+    """
+
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="+", db_constraint=False
+    )
+    from_day = models.DateField()
+    noted_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"history of workspace {self.workspace_id} stale from {self.from_day}"
