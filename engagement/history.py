@@ -43,6 +43,9 @@ logger = logging.getLogger(__name__)
 # deleted by the daily step.
 HISTORY_MAX_DAYS = 365
 HISTORY_DEFAULT_DAYS = 30
+# The noted days a run read are deleted by id, this many to a statement (SQLite's limit on
+# parameters; a backlog of notes is one per batch applied while no run took them).
+NOTES_DELETED_AT_ONCE = 1000
 # Points older than HISTORY_MAX_DAYS are deleted once this many days have aged out, so the
 # scan that finds them runs about monthly rather than daily.
 PRUNE_SLACK = datetime.timedelta(days=30)
@@ -223,7 +226,10 @@ def score_history_update(
         if state.built_from is not None and state.built_from < horizon - PRUNE_SLACK:
             _delete_points(workspace_id=workspace_id, before_day=horizon)
             state.built_from = horizon
-        ScoreHistoryBackfill.objects.filter(id__in=list(noted)).delete()
+        ids = sorted(noted)
+        for start in range(0, len(ids), NOTES_DELETED_AT_ONCE):
+            chunk = ids[start : start + NOTES_DELETED_AT_ONCE]
+            ScoreHistoryBackfill.objects.filter(id__in=chunk).delete()
         duration_ms = int((time.monotonic() - started) * 1000)
         state.built_through = yesterday
         state.config_digest = digest

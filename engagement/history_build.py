@@ -283,6 +283,8 @@ class HistoryBuilder:
         days) and, when within the range, one on the day it leaves; a subject's changes summed
         in day order give its raw score from each change to the next. Users and accounts come
         out of the same pass over the rollups (grouping sets) on PostgreSQL, two on SQLite.
+        The days come out subject by subject, the order of the history's primary key: a
+        million new points then go into its index in one pass over it (see raw_by_day).
         """
         look, span = self.lookback, (self.last - self.first).days
         changes = f"""
@@ -337,6 +339,7 @@ class HistoryBuilder:
                 ) c
                 JOIN eds_h_day d ON d.n >= c.k AND d.n < c.stop
                 WHERE c.raw > 0
+                ORDER BY c.{column}, d.day
                 """
             )
         self.analyze("eds_h_user_day", "eds_h_account_day")
