@@ -20,7 +20,8 @@ exits 1 when it could not measure.
     BENCH_HISTORY_STEPS=backfill .venv/bin/python bench/bench_history.py
 
 measures the backfill alone, on the history a previous run left (built in full first when there
-is none).
+is none); BENCH_BACKFILL_USERS (default 1000) sets how many users' late events it applies (enough
+of them move each day's p90, and with it most points of those days).
 """
 
 from __future__ import annotations
@@ -116,15 +117,16 @@ def full_history(workspace, rows: list) -> object:
 
 
 def late_events(workspace, rows: list) -> tuple[object, object]:
-    """1,000 users' events of five days ago arrive today (3 each, under a name and account they
-    already have that day), applied as the drain applies them; the refresh tick's check finds
-    the noted day and the history update recomputes from it."""
+    """BENCH_BACKFILL_USERS (1,000) users' events of five days ago arrive today (3 each, under a
+    name and account they already have that day), applied as the drain applies them; the
+    refresh tick's check finds the noted day and the history update recomputes from it."""
     from django.db import transaction
 
     from engagement.event_store import events_store
     from engagement.history import score_history_backfill_is_due, score_history_update
     from engagement.models import EventRollup
 
+    users = int(os.environ.get("BENCH_BACKFILL_USERS", "1000"))
     backfilled_day = datetime.now(UTC).date() - timedelta(days=5)
     noon_ms = int(
         datetime(backfilled_day.year, backfilled_day.month, backfilled_day.day, 12, tzinfo=UTC)
@@ -134,12 +136,12 @@ def late_events(workspace, rows: list) -> tuple[object, object]:
     for user_id, account_id, name in (
         EventRollup.objects.filter(product_id=workspace.product_id, day=backfilled_day)
         .order_by("user_id")
-        .values_list("user_id", "account_id", "event_name")[:5000]
+        .values_list("user_id", "account_id", "event_name")[: users * 5]
     ):
         picked.setdefault(user_id, (account_id, name))
     events = [
         (user_id, account_id, name, noon_ms + k)
-        for user_id, (account_id, name) in list(picked.items())[:1000]
+        for user_id, (account_id, name) in list(picked.items())[:users]
         for k in range(3)
     ]
     started = time.monotonic()
@@ -165,7 +167,8 @@ def late_events(workspace, rows: list) -> tuple[object, object]:
         (
             "  its events applied; noted",
             f"{applied_s:.1f} s",
-            f"{len(events):,} events; the refresh tick's check {due_ms:.1f} ms, due: {due}",
+            f"{len(events):,} events of {len(events) // 3:,} users; the refresh tick's check "
+            f"{due_ms:.1f} ms, due: {due}",
         )
     )
     return backfilled_day, backfill
