@@ -22,6 +22,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -155,13 +156,27 @@ def score_history_is_due(*, workspace: Workspace, now: datetime.datetime | None 
         return True
     if state.config_digest != workspace_config_digest(workspace=workspace):
         return True
-    return score_history_backfill_is_due(workspace_id=workspace.id)
+    return score_history_backfill_is_due(workspace_id=workspace.id, now=now)
 
 
-def score_history_backfill_is_due(*, workspace_id: int) -> bool:
+def score_history_backfill_is_due(
+    *, workspace_id: int, now: datetime.datetime | None = None
+) -> bool:
     """Whether late events noted a past day whose stored points no run has recomputed yet (an
-    indexed EXISTS, cheap enough for every score refresh tick)."""
-    return ScoreHistoryBackfill.objects.filter(workspace_id=workspace_id).exists()
+    indexed EXISTS, cheap enough for every score refresh tick).
+
+    An import of past events notes a day with every batch, for minutes on end: after a run that
+    took longer than a refresh period, the next waits as long again after it ended, so
+    recomputing takes at most half of a worker while the import lasts."""
+    if not ScoreHistoryBackfill.objects.filter(workspace_id=workspace_id).exists():
+        return False
+    state = ScoreHistoryState.objects.filter(workspace_id=workspace_id).first()
+    if state is None or state.checked_through is None:
+        return True
+    last_run = datetime.timedelta(milliseconds=state.last_run_ms)
+    if last_run <= datetime.timedelta(seconds=settings.SCORING_REFRESH_SECONDS):
+        return True
+    return (now or timezone.now()) >= state.checked_through + 2 * last_run
 
 
 def score_history_update(

@@ -22,6 +22,7 @@ from engagement.models import (
     EventRollup,
     EventWeight,
     ScoreHistoryBackfill,
+    ScoreHistoryState,
     User,
     UserScore,
     UserScoreDay,
@@ -230,6 +231,24 @@ def test_a_late_event_recomputes_every_point_from_its_day_on_and_none_before(ada
     # Written: Ada's three new points, Bob's corrected one, the account's three changed days.
     assert (result.user_points, result.account_points) == (4, 3)
     assert not score_history_backfill_is_due(workspace_id=acme.workspace.id)
+
+
+def test_after_a_long_recompute_the_next_waits_as_long_again(ada_and_bob, settings):
+    acme = ada_and_bob
+    settings.SCORING_REFRESH_SECONDS = 10
+    score_history_update(workspace_id=acme.workspace.id)
+    apply(acme, track("ada", "report", days_ago=3, account="acme-corp"))
+    assert score_history_backfill_is_due(workspace_id=acme.workspace.id)  # the last run was short
+
+    # A run that started at `started` and took 40 s (an import at a million users, say).
+    started = datetime.now(UTC)
+    ScoreHistoryState.objects.filter(workspace=acme.workspace).update(
+        checked_through=started, last_run_ms=40_000
+    )
+    for seconds, due in ((0, False), (79, False), (80, True)):
+        now = started + timedelta(seconds=seconds)
+        assert score_history_backfill_is_due(workspace_id=acme.workspace.id, now=now) is due
+    assert not score_history_is_due(workspace=acme.workspace, now=started)
 
 
 def test_a_recompute_that_changes_nothing_writes_nothing(ada_and_bob):
