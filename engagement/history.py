@@ -165,15 +165,16 @@ def score_history_backfill_is_due(
     """Whether late events noted a past day whose stored points no run has recomputed yet (an
     indexed EXISTS, cheap enough for every score refresh tick).
 
-    An import of past events notes a day with every batch, for minutes on end: after a run that
-    took longer than a refresh period, the next waits as long again after it ended, so
-    recomputing takes at most half of a worker while the import lasts."""
+    An import of past events notes a day with every batch, for minutes on end: after such a
+    recompute that took longer than a refresh period, the next waits as long again after it
+    ended, so recomputing takes at most half of a worker while the import lasts. (A late event
+    after a daily step or a rebuild is recomputed at once.)"""
     if not ScoreHistoryBackfill.objects.filter(workspace_id=workspace_id).exists():
         return False
     state = ScoreHistoryState.objects.filter(workspace_id=workspace_id).first()
     if state is None or state.checked_through is None:
         return True
-    last_run = datetime.timedelta(milliseconds=state.last_run_ms)
+    last_run = datetime.timedelta(milliseconds=state.last_backfill_ms)
     if last_run <= datetime.timedelta(seconds=settings.SCORING_REFRESH_SECONDS):
         return True
     return (now or timezone.now()) >= state.checked_through + 2 * last_run
@@ -251,6 +252,7 @@ def score_history_update(
         state.checked_through = now
         state.last_run_ms = duration_ms
         state.last_days = max(0, (yesterday - first).days + 1)
+        state.last_backfill_ms = duration_ms if stored_until is not None else 0
         state.save()
     mode = "rebuilt" if rebuild else ("updated" if first <= yesterday else "idle")
     logger.info(

@@ -1,5 +1,5 @@
 """ScoreHistoryBackfill: the past days from which a workspace's stored history is stale, noted by
-the apply path. The days the hourly scan of changed rollups would still have found (rollups
+the apply path; ScoreHistoryState.last_backfill_ms, how long the last recompute for them took. The days the hourly scan of changed rollups would still have found (rollups
 changed since a workspace's last history run) are noted once here, since that scan is gone."""
 
 from datetime import timedelta
@@ -58,6 +58,11 @@ class Migration(migrations.Migration):
                     ),
                 ),
             ],
+        ),
+        migrations.AddField(
+            model_name="scorehistorystate",
+            name="last_backfill_ms",
+            field=models.PositiveIntegerField(default=0),
         ),
         migrations.RunPython(note_unseen_changes, migrations.RunPython.noop),
     ]

@@ -182,11 +182,13 @@ class ScoreHistoryState(models.Model):
     built_through = models.DateField(null=True, blank=True)
     # Digest of lookback, cap, filter and weights the stored days were computed with.
     config_digest = models.CharField(max_length=64, blank=True, default="")
-    # Rollups changed after this instant (less the scoring overlap) may be a backfill of past
-    # days not yet reflected.
+    # When the last run started.
     checked_through = models.DateTimeField(null=True, blank=True)
     last_run_ms = models.PositiveIntegerField(default=0)
     last_days = models.PositiveIntegerField(default=0)  # days recomputed by the last run
+    # How long the last run took when late events made it recompute stored days, else 0: the
+    # next such run waits as long again (engagement/history.py).
+    last_backfill_ms = models.PositiveIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"score history of workspace {self.workspace_id}"

@@ -240,15 +240,19 @@ def test_after_a_long_recompute_the_next_waits_as_long_again(ada_and_bob, settin
     apply(acme, track("ada", "report", days_ago=3, account="acme-corp"))
     assert score_history_backfill_is_due(workspace_id=acme.workspace.id)  # the last run was short
 
-    # A run that started at `started` and took 40 s (an import at a million users, say).
+    # A recompute after late events that started at `started` and took 40 s (an import at a
+    # million users, say).
     started = datetime.now(UTC)
     ScoreHistoryState.objects.filter(workspace=acme.workspace).update(
-        checked_through=started, last_run_ms=40_000
+        checked_through=started, last_run_ms=40_000, last_backfill_ms=40_000
     )
     for seconds, due in ((0, False), (79, False), (80, True)):
         now = started + timedelta(seconds=seconds)
         assert score_history_backfill_is_due(workspace_id=acme.workspace.id, now=now) is due
     assert not score_history_is_due(workspace=acme.workspace, now=started)
+    # A long run that was not such a recompute (the daily step, a rebuild) holds nothing back.
+    ScoreHistoryState.objects.filter(workspace=acme.workspace).update(last_backfill_ms=0)
+    assert score_history_backfill_is_due(workspace_id=acme.workspace.id, now=started)
 
 
 def test_a_recompute_that_changes_nothing_writes_nothing(ada_and_bob):
@@ -284,6 +288,7 @@ def test_late_events_noted_while_a_run_computes_wait_for_the_next_run(ada_and_bo
     assert score_history_backfill_is_due(workspace_id=acme.workspace.id)
     assert score_history_update(workspace_id=acme.workspace.id).first_day == day(6)
     assert not score_history_backfill_is_due(workspace_id=acme.workspace.id)
+    assert ScoreHistoryState.objects.get(workspace=acme.workspace).last_backfill_ms > 0
     bob = UserScoreDay.objects.get(user_id=user_id(acme, "bob"), day=day(6))
     assert bob.raw_score == 7  # 5 days of one report, and two more six days ago
 
