@@ -242,24 +242,24 @@ def score_history_update(
         if state.built_from is not None and state.built_from < horizon - PRUNE_SLACK:
             _delete_points(workspace_id=workspace_id, before_day=horizon)
             state.built_from = horizon
-        ids = sorted(noted)
-        for start in range(0, len(ids), NOTES_DELETED_AT_ONCE):
-            chunk = ids[start : start + NOTES_DELETED_AT_ONCE]
-            ScoreHistoryBackfill.objects.filter(id__in=chunk).delete()
+        _notes_delete(sorted(noted))
         duration_ms = int((time.monotonic() - started) * 1000)
+        days = max(0, (yesterday - first).days + 1)
         state.built_through = yesterday
         state.config_digest = digest
-        state.checked_through = now
-        state.last_run_ms = duration_ms
-        state.last_days = max(0, (yesterday - first).days + 1)
-        state.last_backfill_ms = duration_ms if stored_until is not None else 0
+        if first <= yesterday:
+            # An idle run (the tick queued it while another ran) keeps the last run's figures.
+            state.checked_through = now
+            state.last_run_ms = duration_ms
+            state.last_days = days
+            state.last_backfill_ms = duration_ms if stored_until is not None else 0
         state.save()
     mode = "rebuilt" if rebuild else ("updated" if first <= yesterday else "idle")
     logger.info(
         "score history %s workspace=%s days=%s users=%s accounts=%s in %s ms",
         mode,
         workspace_id,
-        state.last_days,
+        days,
         user_points,
         account_points,
         duration_ms,
@@ -273,6 +273,14 @@ def score_history_update(
         account_points=account_points,
         duration_ms=duration_ms,
     )
+
+
+def _notes_delete(ids: list[int]) -> None:
+    """Delete the noted days a run has covered, by id: one noted since it read them stays."""
+    for start in range(0, len(ids), NOTES_DELETED_AT_ONCE):
+        ScoreHistoryBackfill.objects.filter(
+            id__in=ids[start : start + NOTES_DELETED_AT_ONCE]
+        ).delete()
 
 
 def _delete_points(

@@ -288,7 +288,11 @@ def test_late_events_noted_while_a_run_computes_wait_for_the_next_run(ada_and_bo
     assert score_history_backfill_is_due(workspace_id=acme.workspace.id)
     assert score_history_update(workspace_id=acme.workspace.id).first_day == day(6)
     assert not score_history_backfill_is_due(workspace_id=acme.workspace.id)
-    assert ScoreHistoryState.objects.get(workspace=acme.workspace).last_backfill_ms > 0
+    backfill_ms = ScoreHistoryState.objects.get(workspace=acme.workspace).last_backfill_ms
+    assert backfill_ms > 0
+    # A run queued meanwhile finds nothing left to do, and leaves the last run's figures.
+    assert score_history_update(workspace_id=acme.workspace.id).mode == "idle"
+    assert ScoreHistoryState.objects.get(workspace=acme.workspace).last_backfill_ms == backfill_ms
     bob = UserScoreDay.objects.get(user_id=user_id(acme, "bob"), day=day(6))
     assert bob.raw_score == 7  # 5 days of one report, and two more six days ago
 
