@@ -16,11 +16,10 @@ score from each change to the next, and each such stretch becomes one row per da
 month of history for a million users is then one pass over a month and a lookback of rollups. Up
 to a week (the daily step, a recompute after late events) needs no ordering of every day total:
 each rollup row gives its subjects a change on its first day and on the day it leaves the window,
-and a subject's changes summed in day order are its raw scores (raw_by_changes), users and
-accounts from the same pass over the rollups.
-
-Days that already hold points (a recompute) are compared with the new ones, and only the points
-that differ are written (store_differences).
+and a subject's changes summed in day order are its raw scores, users and accounts from the
+same pass over the rollups. Days that already hold points (a recompute after late events) are
+compared with the new ones, and only the points that differ are written. Both are in
+engagement/history_recompute.py.
 """
 
 # SQL here is assembled from fixed table and column names and dialect snippets; every value is
@@ -35,6 +34,7 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import connection
 
+from engagement.history_recompute import raw_by_changes, store_differences
 from engagement.models import Account, Workspace
 from engagement.scoring import Dialect, percentile_90
 from engagement.segments import accounts_admitted
@@ -110,7 +110,7 @@ class HistoryBuilder:
             self.load_scope()
         self.load_days()
         if (self.last - self.first).days < DELTA_DAYS:
-            self.raw_by_changes()
+            raw_by_changes(self)
         else:
             self.user_points()
             self.raw_by_day("user")
@@ -165,11 +165,6 @@ class HistoryBuilder:
         if self.cap is None:
             return expr
         return f"(CASE WHEN {expr} > {int(self.cap)} THEN {int(self.cap)} ELSE {expr} END)"
-
-    def day_plus(self, day: str, days: int) -> str:
-        if self.sql.postgres:
-            return f"({day} + {int(days)})"
-        return f"date({day}, '{int(days):+d} days')"
 
     def day_number(self, day: str) -> str:
         """`day` as its number of days after the first day computed (negative before it)."""
@@ -271,115 +266,6 @@ class HistoryBuilder:
                 )
         self.analyze(out)
 
-    # --- up to a week: each subject's daily changes, summed as they come ----------------------
-
-    def raw_by_changes(self) -> None:
-        """eds_h_user_day and eds_h_account_day for a range of up to DELTA_DAYS days (the daily
-        step, a recompute after late events), in one pass over the rollups of its windows.
-
-        The raw score of the first day is the sum of its window; each later day adds the points
-        of its own day and takes off those of the day that left its window. So each rollup row
-        gives its subjects one change on the day it enters (the first day for rows of earlier
-        days) and, when within the range, one on the day it leaves; a subject's changes summed
-        in day order give its raw score from each change to the next. Users and accounts come
-        out of the same pass over the rollups (grouping sets) on PostgreSQL, two on SQLite.
-        The days come out subject by subject, the order of the history's primary key: a
-        million new points then go into its index in one pass over it (see raw_by_day).
-        """
-        look, span = self.lookback, (self.last - self.first).days
-        changes = f"""
-            SELECT p.user_id, p.account_id,
-                CASE WHEN s.sign < 0 THEN p.n + {look} WHEN p.n > 0 THEN p.n ELSE 0 END AS k,
-                s.sign * p.user_points AS user_points, s.sign * p.account_points AS account_points
-            FROM ({self.rollup_points()}) p
-            JOIN eds_h_sign s ON s.sign > 0 OR p.n + {look} <= {span}
-        """
-        self.temp("eds_h_sign", "sign INTEGER PRIMARY KEY")
-        self.run("INSERT INTO eds_h_sign (sign) VALUES (1), (-1)")
-        for kind in ("user", "account"):
-            self.temp(f"eds_h_{kind}_change", f"{kind}_id BIGINT, k INTEGER, points BIGINT")
-        if self.sql.postgres:
-            self.run(
-                f"""
-                WITH sums AS (
-                    SELECT GROUPING(x.account_id) AS of_user, x.user_id, x.account_id, x.k,
-                        SUM(x.user_points) AS user_points, SUM(x.account_points) AS account_points
-                    FROM ({changes}) x
-                    GROUP BY GROUPING SETS ((x.user_id, x.k), (x.account_id, x.k))
-                ), users AS (
-                    INSERT INTO eds_h_user_change (user_id, k, points)
-                    SELECT user_id, k, user_points FROM sums WHERE of_user = 1
-                )
-                INSERT INTO eds_h_account_change (account_id, k, points)
-                SELECT account_id, k, account_points FROM sums
-                WHERE of_user = 0 AND account_id IS NOT NULL
-                """
-            )
-        else:
-            for kind, where in (("user", ""), ("account", "WHERE x.account_id IS NOT NULL")):
-                self.run(
-                    f"""
-                    INSERT INTO eds_h_{kind}_change ({kind}_id, k, points)
-                    SELECT x.{kind}_id, x.k, SUM(x.{kind}_points) FROM ({changes}) x {where}
-                    GROUP BY x.{kind}_id, x.k
-                    """
-                )
-        self.analyze("eds_h_day", "eds_h_user_change", "eds_h_account_change")
-        for kind in ("user", "account"):
-            column = f"{kind}_id"
-            ordered = f"PARTITION BY {column} ORDER BY k"
-            self.temp(f"eds_h_{kind}_day", f"{column} BIGINT, day DATE, raw BIGINT")
-            self.run(
-                f"""
-                INSERT INTO eds_h_{kind}_day ({column}, day, raw)
-                SELECT c.{column}, d.day, c.raw FROM (
-                    SELECT {column}, k, CAST(SUM(points) OVER ({ordered}) AS BIGINT) AS raw,
-                        LEAD(k, 1, {span + 1}) OVER ({ordered}) AS stop
-                    FROM eds_h_{kind}_change
-                ) c
-                JOIN eds_h_day d ON d.n >= c.k AND d.n < c.stop
-                WHERE c.raw > 0
-                ORDER BY c.{column}, d.day
-                """
-            )
-        self.analyze("eds_h_user_day", "eds_h_account_day")
-
-    def rollup_points(self) -> str:
-        """Every rollup row in the window of a day first..last, with its day's number n and the
-        weighted points it gives its user and its account (0 to one out of scope)."""
-        weight = "COALESCE(w.weight, 1)"
-        if self.cap is None:
-            user_points = f"r.count * {weight}"
-        else:
-            # The user's cap applies to a day's events of one name whichever accounts they went
-            # to: the capped total of those rows, counted on the first of them.
-            same = "PARTITION BY r.user_id, r.event_name, r.day"
-            user_points = (
-                f"CASE WHEN ROW_NUMBER() OVER ({same} ORDER BY r.account_key) = 1 "
-                f"THEN {self.capped(f'SUM(r.count) OVER ({same})')} * {weight} ELSE 0 END"
-            )
-        account_points = f"{self.capped('r.count')} * {weight}"
-        joins, scoped, account_in_scope = "", "", "r.account_id IS NOT NULL"
-        if self.filtered:
-            # The rows of users in scope, and those of accounts in scope whoever sent them.
-            joins = """
-                LEFT JOIN eds_h_scope_user su ON su.user_id = r.user_id
-                LEFT JOIN eds_h_match_account ma ON ma.account_id = r.account_id
-            """
-            scoped = "AND (su.user_id IS NOT NULL OR ma.account_id IS NOT NULL)"
-            user_points = f"CASE WHEN su.user_id IS NULL THEN 0 ELSE {user_points} END"
-            account_in_scope = "ma.account_id IS NOT NULL"
-        return f"""
-            SELECT r.user_id, r.account_id, {self.day_number("r.day")} AS n,
-                {user_points} AS user_points,
-                CASE WHEN {account_in_scope} THEN {account_points} ELSE 0 END AS account_points
-            FROM engagement_eventrollup r
-            LEFT JOIN eds_h_weight w ON w.event_name = r.event_name
-            {joins}
-            WHERE r.product_id = %(product)s
-            AND r.day >= %(rollup_start)s AND r.day <= %(last)s {scoped}
-        """
-
     # --- longer ranges: each day's points, then their running sums --------------------------
 
     def user_points(self) -> None:
@@ -446,7 +332,7 @@ class HistoryBuilder:
             FROM eds_h_user_day u JOIN eds_h_p90 p ON p.day = u.day
         """
         if self.replacing:
-            return self.store_differences("user", points)
+            return store_differences(self, "user", points)
         return self.run(
             f"""
             INSERT INTO engagement_userscoreday
@@ -454,50 +340,6 @@ class HistoryBuilder:
             SELECT user_id, %(ws)s, day, score, raw FROM ({points}) n
             """
         )
-
-    def store_differences(self, kind: str, points: str) -> int:
-        """Bring the stored points of days first..last to `points` (rows of subject id, day,
-        score, raw), writing only what differs; returns the points written or deleted.
-
-        After late events most points of those days keep their values (a day's p90 moves
-        little, and most subjects' raw scores not at all): rewriting millions of unchanged rows
-        was most of a recompute of a few days at a million users. One full join of the new
-        points with the stored ones gives the differences; each is then written by key.
-        """
-        column, table = f"{kind}_id", f"engagement_{kind}scoreday"
-        diff = f"eds_h_{kind}_diff"
-        # Changed and new points with their values; points no longer scoring with NULLs.
-        self.temp(diff, f"{column} BIGINT, day DATE, score INTEGER, raw {self.sql.float}")
-        self.run(
-            f"""
-            INSERT INTO {diff} ({column}, day, score, raw)
-            SELECT COALESCE(n.{column}, s.{column}), COALESCE(n.day, s.day), n.score, n.raw
-            FROM ({points}) n
-            FULL JOIN (
-                SELECT {column}, day, engagement_score, raw_score FROM {table}
-                WHERE workspace_id = %(ws)s AND day >= %(first)s AND day <= %(last)s
-            ) s ON s.{column} = n.{column} AND s.day = n.day
-            WHERE n.{column} IS NULL OR s.{column} IS NULL
-                OR s.engagement_score <> n.score OR s.raw_score <> n.raw
-            """
-        )
-        self.analyze(diff)
-        deleted = self.run(
-            f"""
-            DELETE FROM {table} WHERE ({column}, workspace_id, day) IN (
-                SELECT {column}, %(ws)s, day FROM {diff} WHERE score IS NULL)
-            """
-        )
-        written = self.run(
-            f"""
-            INSERT INTO {table} ({column}, workspace_id, day, engagement_score, raw_score)
-            SELECT {column}, %(ws)s, day, score, raw FROM {diff} WHERE score IS NOT NULL
-            ORDER BY {column}, day
-            ON CONFLICT ({column}, workspace_id, day) DO UPDATE SET
-                engagement_score = excluded.engagement_score, raw_score = excluded.raw_score
-            """
-        )
-        return deleted + written
 
     def day_percentiles(self) -> None:
         """Each day's p90 of the non-zero raw scores (eds_h_user_day holds only those).
@@ -581,7 +423,7 @@ class HistoryBuilder:
             HAVING MAX(score) > 0 OR MAX(raw) > 0
         """
         if self.replacing:
-            return self.store_differences("account", points)
+            return store_differences(self, "account", points)
         return self.run(
             f"""
             INSERT INTO engagement_accountscoreday
