@@ -9,12 +9,19 @@ as there). Then, on that database, with `engagement.history.score_history_update
 - full history: a workspace whose history was never built (its points deleted and the tables
   rewritten compact): every past day with data, so the 29 days before today of 30 seeded days,
   for every user and account;
-- backfill: late events of 1,000 users for the day five days ago, found by the hourly check,
-  recompute that day and every later one;
-- daily step: as run just after midnight, the day that ended (today, once it is over), with the
-  backfill check's scan of the rollups.
+- backfill: late events of 1,000 users for the day five days ago, applied as the drain applies
+  them (`events_store`, which notes the day for the history); the score refresh's tick sees the
+  note (`score_history_backfill_is_due`) and the update recomputes that day and every later one
+  for every user and account, writing the points that changed;
+- daily step: as run just after midnight, the day that ended (today, once it is over).
 Then the p95 of reading one account's 30-day history (`account_score_history`). Prints a table;
 exits 1 when it could not measure.
+
+    BENCH_HISTORY_STEPS=backfill .venv/bin/python bench/bench_history.py
+
+measures the backfill alone, on the history a previous run left (built in full first when there
+is none); BENCH_BACKFILL_USERS (default 1000) sets how many users' late events it applies (enough
+of them move each day's p90, and with it most points of those days).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import seed_scoring  # noqa: E402
 
 FULL_TARGET_SECONDS = 300.0
+BACKFILL_TARGET_SECONDS = 60.0
 DAILY_TARGET_SECONDS = 60.0
 
 
@@ -48,23 +56,43 @@ def main() -> int:
     import django
 
     django.setup()
-    from django.db import connection
-    from django.db.models import F
-
-    from engagement.history import account_score_history, score_history_update
-    from engagement.models import (
-        AccountScoreDay,
-        EventRollup,
-        Membership,
-        ScoreHistoryState,
-        UserScoreDay,
-        Workspace,
-    )
+    from engagement.models import ScoreHistoryState, Workspace
 
     workspace = Workspace.objects.get(id=seeded["workspace_id"])
     rows: list[tuple[str, str, str]] = []
     for key in ("accounts", "users", "rollups", "events"):
         rows.append((f"seeded {key}", f"{seeded[key]:,}", ""))
+    only_backfill = os.environ.get("BENCH_HISTORY_STEPS", "") == "backfill"
+    built = ScoreHistoryState.objects.filter(
+        workspace=workspace, built_through__isnull=False
+    ).exists()
+    if not (only_backfill and built):
+        full = full_history(workspace, rows)
+        if full.mode != "rebuilt":
+            print(f"unexpected run: {full.mode}; no measurement")
+            return 1
+    backfilled_day, backfill = late_events(workspace, rows)
+    if backfill.first_day != backfilled_day:
+        print(f"unexpected backfill: from {backfill.first_day}; no measurement")
+        return 1
+    if not only_backfill:
+        daily = daily_step(workspace, rows)
+        if daily.mode != "updated":
+            print(f"unexpected daily step: {daily.mode}; no measurement")
+            return 1
+        reads_and_size(workspace, rows)
+    width = max(len(r[0]) for r in rows)
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:>12}  {note}")
+    return 0
+
+
+def full_history(workspace, rows: list) -> object:
+    """Every past day of every user and account, from nothing (the tables compacted first)."""
+    from django.db import connection
+
+    from engagement.history import score_history_update
+    from engagement.models import ScoreHistoryState, UserScoreDay
 
     ScoreHistoryState.objects.filter(workspace=workspace).delete()
     with connection.cursor() as cursor:
@@ -73,7 +101,6 @@ def main() -> int:
             cursor.execute(f"VACUUM FULL ANALYZE {table}")
 
     now = datetime.now(UTC)
-    today = now.date()
     started = time.monotonic()
     full = score_history_update(workspace_id=workspace.id, now=now)
     full_s = time.monotonic() - started
@@ -86,18 +113,44 @@ def main() -> int:
             f"{days_with_data.count()} days (target < {FULL_TARGET_SECONDS:.0f} s)",
         )
     )
+    return full
 
-    # Late events: 1,000 users' rollups of five days ago grow (as a backfill import adds to them).
-    backfilled_day = today - timedelta(days=5)
-    users = list(
+
+def late_events(workspace, rows: list) -> tuple[object, object]:
+    """BENCH_BACKFILL_USERS (1,000) users' events of five days ago arrive today (3 each, under a
+    name and account they already have that day), applied as the drain applies them; the
+    refresh tick's check finds the noted day and the history update recomputes from it."""
+    from django.db import transaction
+
+    from engagement.event_store import events_store
+    from engagement.history import score_history_backfill_is_due, score_history_update
+    from engagement.models import EventRollup
+
+    users = int(os.environ.get("BENCH_BACKFILL_USERS", "1000"))
+    backfilled_day = datetime.now(UTC).date() - timedelta(days=5)
+    noon_ms = int(
+        datetime(backfilled_day.year, backfilled_day.month, backfilled_day.day, 12, tzinfo=UTC)
+        .timestamp() * 1000
+    )  # fmt: skip
+    picked: dict[int, tuple[int | None, str]] = {}
+    for user_id, account_id, name in (
         EventRollup.objects.filter(product_id=workspace.product_id, day=backfilled_day)
         .order_by("user_id")
-        .values_list("user_id", flat=True)
-        .distinct()[:1000]
-    )
-    EventRollup.objects.filter(
-        product_id=workspace.product_id, day=backfilled_day, user_id__in=users
-    ).update(count=F("count") + 3, updated_at=datetime.now(UTC))
+        .values_list("user_id", "account_id", "event_name")[: users * 5]
+    ):
+        picked.setdefault(user_id, (account_id, name))
+    events = [
+        (user_id, account_id, name, noon_ms + k)
+        for user_id, (account_id, name) in list(picked.items())[:users]
+        for k in range(3)
+    ]
+    started = time.monotonic()
+    with transaction.atomic():
+        events_store(product_id=workspace.product_id, events=events)
+    applied_s = time.monotonic() - started
+    started = time.monotonic()
+    due = score_history_backfill_is_due(workspace_id=workspace.id)
+    due_ms = (time.monotonic() - started) * 1000
     started = time.monotonic()
     backfill = score_history_update(workspace_id=workspace.id, now=datetime.now(UTC))
     backfill_s = time.monotonic() - started
@@ -105,16 +158,27 @@ def main() -> int:
         (
             "backfill of one past day",
             f"{backfill_s:.1f} s",
-            f"days {backfill.first_day} to {backfill.last_day} recomputed "
-            f"({backfill.user_points:,} user points)",
+            f"days {backfill.first_day} to {backfill.last_day} recomputed for every subject; "
+            f"{backfill.user_points:,} user and {backfill.account_points:,} account points "
+            f"changed (target < {BACKFILL_TARGET_SECONDS:.0f} s)",
         )
     )
+    rows.append(
+        (
+            "  its events applied; noted",
+            f"{applied_s:.1f} s",
+            f"{len(events):,} events of {len(events) // 3:,} users; the refresh tick's check "
+            f"{due_ms:.1f} ms, due: {due}",
+        )
+    )
+    return backfilled_day, backfill
 
-    # The daily step just after midnight: today has ended. The backfill above is hours old by
-    # then (the step would otherwise recompute its days again, within the overlap).
-    EventRollup.objects.filter(
-        product_id=workspace.product_id, day=backfilled_day, user_id__in=users
-    ).update(updated_at=datetime.now(UTC) - timedelta(hours=2))
+
+def daily_step(workspace, rows: list) -> object:
+    """As run just after midnight: today has ended."""
+    from engagement.history import score_history_update
+
+    today = datetime.now(UTC).date()
     tomorrow = datetime(today.year, today.month, today.day, tzinfo=UTC) + timedelta(
         days=1, minutes=1
     )
@@ -129,9 +193,15 @@ def main() -> int:
             f"{daily.account_points:,} account points (target < {DAILY_TARGET_SECONDS:.0f} s)",
         )
     )
-    if full.mode != "rebuilt" or backfill.first_day != backfilled_day or daily.mode != "updated":
-        print(f"unexpected runs: {full.mode}, {backfill.first_day}, {daily.mode}; no measurement")
-        return 1
+    return daily
+
+
+def reads_and_size(workspace, rows: list) -> None:
+    """The p95 of reading one account's 30 days, and the stored history's size."""
+    from django.db import connection
+
+    from engagement.history import account_score_history
+    from engagement.models import AccountScoreDay, Membership
 
     account_ids = list(
         Membership.objects.order_by("account_id").values_list("account_id", flat=True)[:2000:20]
@@ -151,11 +221,6 @@ def main() -> int:
         user_size, account_size = cursor.fetchone()
     stored = AccountScoreDay.objects.filter(workspace=workspace).count()
     rows.append(("stored history size", user_size, f"users; accounts {account_size} ({stored:,})"))
-
-    width = max(len(r[0]) for r in rows)
-    for name, value, note in rows:
-        print(f"{name:<{width}}  {value:>12}  {note}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -24,7 +25,9 @@ from engagement.models import (
     EventDayTally,
     EventName,
     EventRollup,
+    ScoreHistoryBackfill,
     User,
+    Workspace,
 )
 from engagement.track_staging import StagedTracks
 
@@ -110,12 +113,21 @@ _PG_STATEMENTS = [
     f"""INSERT INTO engagement_eventdaytally (product_id, day, event_name, count)
         SELECT %(product)s, ({_TS} AT TIME ZONE 'UTC')::date AS day, name, count(*)
         FROM {_STAGE} GROUP BY day, name""",
-    # What scoring rescores next: the batch's users and accounts, one row for the batch.
-    f"""INSERT INTO engagement_eventactivity (product_id, applied_at, user_ids, account_ids)
-        SELECT %(product)s, %(now)s, jsonb_agg(DISTINCT user_id),
-               COALESCE(jsonb_agg(DISTINCT account_id) FILTER (WHERE account_id IS NOT NULL),
-                        '[]'::jsonb)
-        FROM {_STAGE}""",
+    # What scoring rescores next: the batch's users and accounts, one row for the batch; and,
+    # when the batch reaches back to a past day, that day for each workspace's score history.
+    f"""WITH batch AS (
+            SELECT jsonb_agg(DISTINCT user_id) AS users,
+                COALESCE(jsonb_agg(DISTINCT account_id) FILTER (WHERE account_id IS NOT NULL),
+                         '[]'::jsonb) AS accounts,
+                min(({_TS} AT TIME ZONE 'UTC')::date) AS first_day
+            FROM {_STAGE}),
+        activity AS (
+            INSERT INTO engagement_eventactivity (product_id, applied_at, user_ids, account_ids)
+            SELECT %(product)s, %(now)s, users, accounts FROM batch)
+        INSERT INTO engagement_scorehistorybackfill (workspace_id, from_day, noted_at)
+        SELECT w.id, b.first_day, %(now)s FROM batch b
+        JOIN engagement_workspace w ON w.product_id = %(product)s
+        WHERE b.first_day < %(backfill_before)s""",
     # First and last seen (the users are already locked by the caller).
     f"""UPDATE engagement_user AS u
         SET first_seen_at = LEAST(u.first_seen_at, s.first_at),
@@ -182,7 +194,8 @@ def _store_postgresql(
             count += cursor.rowcount
         if not count:
             return StoredEvents(), set()
-        params = {"product": product_id, "now": timezone.now()}
+        now = timezone.now()
+        params = {"product": product_id, "now": now, "backfill_before": _backfill_before(now)}
         for statement in _PG_STATEMENTS:
             cursor.execute(statement, params)
         cursor.execute(f"SELECT DISTINCT name, account_id FROM {_STAGE}")  # noqa: S608
@@ -191,6 +204,15 @@ def _store_postgresql(
         if _new_names(product_id, names):
             cursor.execute(_PG_NAMES, params)
     return StoredEvents(count, frozenset(a for _, a in pairs if a is not None)), names
+
+
+def _backfill_before(now: datetime) -> date:
+    """A batch with events of a day before this one marks that day stale in the score history.
+
+    Any past day, and today when midnight is less than the scoring overlap away: a batch that
+    commits that late may land after the history's daily step has computed the day without it."""
+    overlap = timedelta(seconds=settings.SCORING_WATERMARK_OVERLAP_SECONDS)
+    return (now + overlap).astimezone(UTC).date()
 
 
 def _store_portable(product_id: int, events: Sequence[NewEvent]) -> None:
@@ -256,6 +278,18 @@ def _store_portable(product_id: int, events: Sequence[NewEvent]) -> None:
             )
         ],
     )
+    first_day = min(day for _, _, _, day in totals)
+    if first_day < _backfill_before(now):
+        bulk.insert(
+            ScoreHistoryBackfill,
+            ("workspace", "from_day", "noted_at"),
+            [
+                (workspace_id, first_day, now)
+                for workspace_id in Workspace.objects.filter(product_id=product_id)
+                .order_by("id")
+                .values_list("id", flat=True)
+            ],
+        )
     bulk.update_by_id(
         User,
         ("first_seen_at", "last_seen_at"),

@@ -8,9 +8,11 @@ zero; today's point is the live score row (`UserScore` / `AccountScore`), so the
 history always equals what the read API serves now.
 
 `score_history_update` fills the past in bulk for a workspace never built (or whose settings
-changed), appends the days that ended since the last run, and recomputes the days whose rollups
-changed since (a backfill of past events). The beat checks every minute whether a workspace is
-due (`score_history_is_due`).
+changed), appends the days that ended since the last run, and recomputes every day from the
+earliest one a batch of late or backdated events reached back to (`ScoreHistoryBackfill`, noted
+by the apply path in the batch's transaction). The score refresh's beat queues a run as soon as
+such a day is noted (`score_history_backfill_is_due`, every SCORING_REFRESH_SECONDS); the
+history's own beat checks every minute for the rest (`score_history_is_due`).
 """
 
 from __future__ import annotations
@@ -22,14 +24,13 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Min
 from django.utils import timezone
 
 from engagement.history_build import HistoryBuilder
 from engagement.models import (
     AccountScore,
     AccountScoreDay,
-    EventRollup,
+    ScoreHistoryBackfill,
     ScoreHistoryState,
     UserScore,
     UserScoreDay,
@@ -43,9 +44,9 @@ logger = logging.getLogger(__name__)
 # deleted by the daily step.
 HISTORY_MAX_DAYS = 365
 HISTORY_DEFAULT_DAYS = 30
-# How often, at most, a run looks for rollups of past days changed by a backfill (a scan of
-# the product's rollups changed since the last look).
-BACKFILL_CHECK_SECONDS = 3600
+# The noted days a run read are deleted by id, this many to a statement (SQLite's limit on
+# parameters; a backlog of notes is one per batch applied while no run took them).
+NOTES_DELETED_AT_ONCE = 1000
 # Points older than HISTORY_MAX_DAYS are deleted once this many days have aged out, so the
 # scan that finds them runs about monthly rather than daily.
 PRUNE_SLACK = datetime.timedelta(days=30)
@@ -64,6 +65,8 @@ class HistoryResult:
     mode: str  # "rebuilt", "updated", "idle" (nothing to compute) or "busy" (another run holds it)
     first_day: datetime.date | None = None  # the days recomputed, inclusive
     last_day: datetime.date | None = None
+    # Points written: all of them for new days, those that changed (or were deleted) for days
+    # recomputed after late events.
     user_points: int = 0
     account_points: int = 0
     duration_ms: int = 0
@@ -143,17 +146,38 @@ def account_score_history(
 
 
 def score_history_is_due(*, workspace: Workspace, now: datetime.datetime | None = None) -> bool:
-    """Cheap check: a day ended since the last run, the settings changed, the history was never
-    built, or it is time to look for a backfill of past days."""
+    """Cheap check: the history was never built, a day ended since the last run, the settings
+    changed, or late events noted a past day to recompute."""
     now = now or timezone.now()
     state = ScoreHistoryState.objects.filter(workspace_id=workspace.id).first()
-    if state is None or state.built_through is None or state.checked_through is None:
+    if state is None or state.built_through is None:
         return True
     if state.built_through < now.astimezone(datetime.UTC).date() - datetime.timedelta(days=1):
         return True
     if state.config_digest != workspace_config_digest(workspace=workspace):
         return True
-    return state.checked_through <= now - datetime.timedelta(seconds=BACKFILL_CHECK_SECONDS)
+    return score_history_backfill_is_due(workspace_id=workspace.id, now=now)
+
+
+def score_history_backfill_is_due(
+    *, workspace_id: int, now: datetime.datetime | None = None
+) -> bool:
+    """Whether late events noted a past day whose stored points no run has recomputed yet (an
+    indexed EXISTS, cheap enough for every score refresh tick).
+
+    An import of past events notes a day with every batch, for minutes on end: after such a
+    recompute that took longer than a refresh period, the next waits as long again after it
+    ended, so recomputing takes at most half of a worker while the import lasts. (A late event
+    after a daily step or a rebuild is recomputed at once.)"""
+    if not ScoreHistoryBackfill.objects.filter(workspace_id=workspace_id).exists():
+        return False
+    state = ScoreHistoryState.objects.filter(workspace_id=workspace_id).first()
+    if state is None or state.checked_through is None:
+        return True
+    last_run = datetime.timedelta(milliseconds=state.last_backfill_ms)
+    if last_run <= datetime.timedelta(seconds=settings.SCORING_REFRESH_SECONDS):
+        return True
+    return (now or timezone.now()) >= state.checked_through + 2 * last_run
 
 
 def score_history_update(
@@ -162,9 +186,11 @@ def score_history_update(
     """Bring the workspace's stored history up to yesterday.
 
     In full (the past HISTORY_MAX_DAYS days) when it was never built or the settings changed;
-    otherwise the days that ended since the last run, and every day from the earliest one whose
-    rollups changed since the last run (a backfill). One transaction holding the workspace's
-    ScoreHistoryState row: a second run returns "busy" at once.
+    otherwise the days that ended since the last run, and every day from the earliest one that
+    late events noted (ScoreHistoryBackfill), each of those days for every user and account (the
+    day's p90 ties their scores together). Only the points that differ from the stored ones are
+    written. One transaction holding the workspace's ScoreHistoryState row: a second run returns
+    "busy" at once, and the noted days it read are deleted with its commit.
     """
     now = now or timezone.now()
     started = time.monotonic()
@@ -180,6 +206,12 @@ def score_history_update(
         )
         if state is None:
             return HistoryResult(workspace_id=workspace_id, mode="busy")
+        # Read before any rollup: each noted day's events committed before its note did.
+        noted = dict(
+            ScoreHistoryBackfill.objects.filter(workspace_id=workspace_id).values_list(
+                "id", "from_day"
+            )
+        )
         workspace = Workspace.objects.get(id=workspace_id)
         digest = workspace_config_digest(workspace=workspace)
         rebuild = (
@@ -187,19 +219,22 @@ def score_history_update(
             or state.built_through < horizon
             or state.config_digest != digest
         )
+        stored_until = None  # the days first..stored_until hold points to compare with
         if rebuild:
             first = horizon
             _delete_points(workspace_id=workspace_id)
             state.built_from = horizon
         else:
             first = state.built_through + datetime.timedelta(days=1)
-            backfilled = _first_changed_day(workspace=workspace, state=state)
+            backfilled = min(noted.values(), default=None)
             if backfilled is not None and backfilled < first:
                 first = max(backfilled, state.built_from or horizon)
-                _delete_points(workspace_id=workspace_id, from_day=first)
+                stored_until = state.built_through
         user_points = account_points = 0
         if first <= yesterday:
-            builder = HistoryBuilder(workspace=workspace, first=first, last=yesterday)
+            builder = HistoryBuilder(
+                workspace=workspace, first=first, last=yesterday, stored_until=stored_until
+            )
             try:
                 user_points, account_points = builder.build()
             finally:
@@ -207,19 +242,24 @@ def score_history_update(
         if state.built_from is not None and state.built_from < horizon - PRUNE_SLACK:
             _delete_points(workspace_id=workspace_id, before_day=horizon)
             state.built_from = horizon
+        _notes_delete(sorted(noted))
         duration_ms = int((time.monotonic() - started) * 1000)
+        days = max(0, (yesterday - first).days + 1)
         state.built_through = yesterday
         state.config_digest = digest
-        state.checked_through = now
-        state.last_run_ms = duration_ms
-        state.last_days = max(0, (yesterday - first).days + 1)
+        if first <= yesterday:
+            # An idle run (the tick queued it while another ran) keeps the last run's figures.
+            state.checked_through = now
+            state.last_run_ms = duration_ms
+            state.last_days = days
+            state.last_backfill_ms = duration_ms if stored_until is not None else 0
         state.save()
     mode = "rebuilt" if rebuild else ("updated" if first <= yesterday else "idle")
     logger.info(
         "score history %s workspace=%s days=%s users=%s accounts=%s in %s ms",
         mode,
         workspace_id,
-        state.last_days,
+        days,
         user_points,
         account_points,
         duration_ms,
@@ -235,36 +275,21 @@ def score_history_update(
     )
 
 
-def _first_changed_day(*, workspace: Workspace, state: ScoreHistoryState) -> datetime.date | None:
-    """The earliest stored day whose rollups changed since the last run (late or backfilled
-    events). A scan of the product's rollups, which is why it runs at most hourly and daily."""
-    if state.checked_through is None or state.built_through is None:
-        return None
-    since = state.checked_through - datetime.timedelta(
-        seconds=settings.SCORING_WATERMARK_OVERLAP_SECONDS
-    )
-    return (
-        EventRollup.objects.filter(
-            product_id=workspace.product_id,
-            updated_at__gt=since,
-            day__lte=state.built_through,
-        )
-        .order_by()
-        .aggregate(first=Min("day"))["first"]
-    )
+def _notes_delete(ids: list[int]) -> None:
+    """Delete the noted days a run has covered, by id: one noted since it read them stays."""
+    for start in range(0, len(ids), NOTES_DELETED_AT_ONCE):
+        ScoreHistoryBackfill.objects.filter(
+            id__in=ids[start : start + NOTES_DELETED_AT_ONCE]
+        ).delete()
 
 
 def _delete_points(
     *,
     workspace_id: int,
-    from_day: datetime.date | None = None,
     before_day: datetime.date | None = None,
 ) -> None:
-    """Delete the workspace's stored points: all, from a day on, or before a day."""
+    """Delete the workspace's stored points: all, or those before a day."""
     where, params = "workspace_id = %s", [workspace_id]
-    if from_day is not None:
-        where += " AND day >= %s"
-        params.append(connection.ops.adapt_datefield_value(from_day))
     if before_day is not None:
         where += " AND day < %s"
         params.append(connection.ops.adapt_datefield_value(before_day))

@@ -13,9 +13,13 @@ Computing D after D one window at a time would read the rollups once per day. In
 (user, day) total enters the raw score on its day and leaves it `lookback` days later, so the raw
 score changes only on those days: one ordered pass over each user's day totals gives the raw
 score from each change to the next, and each such stretch becomes one row per day it covers. A
-month of history for a million users is then one pass over a month and a lookback of rollups. A
-day or two (the daily step) sums each day's window straight from the rollups instead, users and
-accounts in the same pass.
+month of history for a million users is then one pass over a month and a lookback of rollups. Up
+to a week (the daily step, a recompute after late events) needs no ordering of every day total:
+each rollup row gives its subjects a change on its first day and on the day it leaves the window,
+and a subject's changes summed in day order are its raw scores, users and accounts from the
+same pass over the rollups. Days that already hold points (a recompute after late events) are
+compared with the new ones, and only the points that differ are written. Both are in
+engagement/history_recompute.py.
 """
 
 # SQL here is assembled from fixed table and column names and dialect snippets; every value is
@@ -30,22 +34,34 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import connection
 
+from engagement.history_recompute import raw_by_changes, store_differences
 from engagement.models import Account, Workspace
 from engagement.scoring import Dialect, percentile_90
 from engagement.segments import accounts_admitted
 
-# Ranges shorter than this many days sum each day's window straight from the rollups.
-DIRECT_SUM_DAYS = 3
+# Ranges of up to this many days sum each subject's daily changes (raw_by_changes); longer
+# ones take the one ordered pass over each subject's day totals (raw_by_day).
+DELTA_DAYS = 7
 
 
 class HistoryBuilder:
     """Writes the stored points of days first..last (past days, inclusive) of one workspace,
-    inside the caller's transaction; the caller has deleted whatever was stored for them."""
+    inside the caller's transaction. Days up to `stored_until` may hold points already (a
+    recompute after late events): only the points that differ are written, and those no longer
+    scoring deleted. Later days hold none (the caller deleted them, or they are new)."""
 
-    def __init__(self, *, workspace: Workspace, first: datetime.date, last: datetime.date) -> None:
+    def __init__(
+        self,
+        *,
+        workspace: Workspace,
+        first: datetime.date,
+        last: datetime.date,
+        stored_until: datetime.date | None = None,
+    ) -> None:
         self.workspace = workspace
         self.sql = Dialect(connection.vendor)
         self.first, self.last = first, last
+        self.replacing = stored_until is not None and stored_until >= first
         self.lookback = int(workspace.lookback_days)
         self.cap = workspace.daily_event_cap
         self.filtered = bool(workspace.account_filter)
@@ -87,13 +103,14 @@ class HistoryBuilder:
         self.cursor.close()
 
     def build(self) -> tuple[int, int]:
-        """Compute and store the days; returns the user and account points written."""
+        """Compute and store the days; returns the user and account points written (or, for
+        stored days, changed)."""
         self.load_weights()
         if self.filtered:
             self.load_scope()
         self.load_days()
-        if (self.last - self.first).days < DIRECT_SUM_DAYS:
-            self.raw_from_rollups()
+        if (self.last - self.first).days < DELTA_DAYS:
+            raw_by_changes(self)
         else:
             self.user_points()
             self.raw_by_day("user")
@@ -148,11 +165,6 @@ class HistoryBuilder:
         if self.cap is None:
             return expr
         return f"(CASE WHEN {expr} > {int(self.cap)} THEN {int(self.cap)} ELSE {expr} END)"
-
-    def day_plus(self, day: str, days: int) -> str:
-        if self.sql.postgres:
-            return f"({day} + {int(days)})"
-        return f"date({day}, '{int(days):+d} days')"
 
     def day_number(self, day: str) -> str:
         """`day` as its number of days after the first day computed (negative before it)."""
@@ -254,94 +266,6 @@ class HistoryBuilder:
                 )
         self.analyze(out)
 
-    # --- a day or two: straight from the rollups ----------------------------------------------
-
-    def raw_from_rollups(self) -> None:
-        """eds_h_user_day and eds_h_account_day for a day or two (the daily step): each day's
-        window summed straight from the rollups, users and accounts in one pass over them on
-        PostgreSQL (two on SQLite, which has no grouping sets).
-
-        The user days are stored in subject order, the order of the history's primary key: a
-        million new points then go into the index in one pass over it instead of a million
-        random page visits (5x faster at that size).
-        """
-        self.temp("eds_h_user_day", "user_id BIGINT, day DATE, raw BIGINT")
-        self.temp("eds_h_account_day", "account_id BIGINT, day DATE, raw BIGINT")
-        rows = self.window_rows()
-        if self.sql.postgres:
-            self.run(
-                f"""
-                WITH sums AS (
-                    SELECT GROUPING(x.account_id) AS of_user, x.user_id, x.account_id, x.day,
-                        SUM(x.user_points) AS user_raw, SUM(x.account_points) AS account_raw
-                    FROM ({rows}) x
-                    GROUP BY GROUPING SETS ((x.user_id, x.day), (x.account_id, x.day))
-                ), users AS (
-                    INSERT INTO eds_h_user_day (user_id, day, raw)
-                    SELECT user_id, day, user_raw FROM sums WHERE of_user = 1 AND user_raw > 0
-                    ORDER BY user_id, day
-                )
-                INSERT INTO eds_h_account_day (account_id, day, raw)
-                SELECT account_id, day, account_raw FROM sums
-                WHERE of_user = 0 AND account_id IS NOT NULL AND account_raw > 0
-                """
-            )
-        else:
-            self.run(
-                f"""
-                INSERT INTO eds_h_user_day (user_id, day, raw)
-                SELECT x.user_id, x.day, SUM(x.user_points) FROM ({rows}) x
-                GROUP BY x.user_id, x.day HAVING SUM(x.user_points) > 0
-                ORDER BY x.user_id, x.day
-                """
-            )
-            self.run(
-                f"""
-                INSERT INTO eds_h_account_day (account_id, day, raw)
-                SELECT x.account_id, x.day, SUM(x.account_points) FROM ({rows}) x
-                WHERE x.account_id IS NOT NULL
-                GROUP BY x.account_id, x.day HAVING SUM(x.account_points) > 0
-                """
-            )
-        self.analyze("eds_h_user_day", "eds_h_account_day")
-
-    def window_rows(self) -> str:
-        """Every rollup row in the window of a day first..last, once per such day, with the
-        weighted points it gives its user and its account that day (0 to one out of scope)."""
-        weight = "COALESCE(w.weight, 1)"
-        if self.cap is None:
-            user_points = f"r.count * {weight}"
-        else:
-            # The user's cap applies to a day's events of one name whichever accounts they went
-            # to: the capped total of those rows, counted on the first of them.
-            same = "PARTITION BY r.user_id, r.event_name, r.day, d.day"
-            user_points = (
-                f"CASE WHEN ROW_NUMBER() OVER ({same} ORDER BY r.account_key) = 1 "
-                f"THEN {self.capped(f'SUM(r.count) OVER ({same})')} * {weight} ELSE 0 END"
-            )
-        account_points = f"{self.capped('r.count')} * {weight}"
-        joins, scoped, account_in_scope = "", "", "r.account_id IS NOT NULL"
-        if self.filtered:
-            # The rows of users in scope, and those of accounts in scope whoever sent them.
-            joins = """
-                LEFT JOIN eds_h_scope_user su ON su.user_id = r.user_id
-                LEFT JOIN eds_h_match_account ma ON ma.account_id = r.account_id
-            """
-            scoped = "AND (su.user_id IS NOT NULL OR ma.account_id IS NOT NULL)"
-            user_points = f"CASE WHEN su.user_id IS NULL THEN 0 ELSE {user_points} END"
-            account_in_scope = "ma.account_id IS NOT NULL"
-        window_start = self.day_plus("d.day", 1 - self.lookback)
-        return f"""
-            SELECT r.user_id, r.account_id, d.day, {user_points} AS user_points,
-                CASE WHEN {account_in_scope} THEN {account_points} ELSE 0 END AS account_points
-            FROM engagement_eventrollup r
-            JOIN eds_h_day d ON r.day <= d.day AND r.day >= {window_start}
-            LEFT JOIN eds_h_weight w ON w.event_name = r.event_name
-            {joins}
-            WHERE r.product_id = %(product)s
-            AND r.day >= %(rollup_start)s AND r.day <= %(last)s {scoped}
-        """
-
     # --- longer ranges: each day's points, then their running sums --------------------------
 
     def user_points(self) -> None:
@@ -403,12 +327,17 @@ class HistoryBuilder:
 
     def store_users(self) -> int:
         self.day_percentiles()
+        points = f"""
+            SELECT u.user_id, u.day, {self.sql.score("u.raw", "p.p90")} AS score, u.raw
+            FROM eds_h_user_day u JOIN eds_h_p90 p ON p.day = u.day
+        """
+        if self.replacing:
+            return store_differences(self, "user", points)
         return self.run(
             f"""
             INSERT INTO engagement_userscoreday
                 (user_id, workspace_id, day, engagement_score, raw_score)
-            SELECT u.user_id, %(ws)s, u.day, {self.sql.score("u.raw", "p.p90")}, u.raw
-            FROM eds_h_user_day u JOIN eds_h_p90 p ON p.day = u.day
+            SELECT user_id, %(ws)s, day, score, raw FROM ({points}) n
             """
         )
 
@@ -484,16 +413,21 @@ class HistoryBuilder:
             """
         )
         score = self.sql.round_half_up("mean")
-        return self.run(
-            f"""
-            INSERT INTO engagement_accountscoreday
-                (account_id, workspace_id, day, engagement_score, raw_score)
-            SELECT account_id, %(ws)s, day, MAX(score), MAX(raw) FROM (
+        points = f"""
+            SELECT account_id, day, MAX(score) AS score, MAX(raw) AS raw FROM (
                 SELECT account_id, day, {score} AS score, 0 AS raw FROM eds_h_account_mean
                 UNION ALL
                 SELECT account_id, day, 0, raw FROM eds_h_account_day
             ) x
             GROUP BY account_id, day
             HAVING MAX(score) > 0 OR MAX(raw) > 0
+        """
+        if self.replacing:
+            return store_differences(self, "account", points)
+        return self.run(
+            f"""
+            INSERT INTO engagement_accountscoreday
+                (account_id, workspace_id, day, engagement_score, raw_score)
+            SELECT account_id, %(ws)s, day, score, raw FROM ({points}) n
             """
         )

@@ -16,14 +16,19 @@ logger = logging.getLogger(__name__)
 
 @shared_task(ignore_result=True)
 def scores_refresh_due() -> int:
-    """Periodic: one refresh task per workspace with new events, traits, links or settings."""
+    """Periodic: one refresh task per workspace with new events, traits, links or settings, and
+    one history update per workspace where late events noted a past day (so the stored history
+    shows them within a refresh period or two, not at the history's next minute)."""
     queued = 0
+    expires = settings.SCORING_REFRESH_SECONDS * 3
     for workspace in Workspace.objects.order_by("id"):
         if scoring.workspace_refresh_is_due(workspace=workspace):
             # A refresh queued behind a slow one is pointless after the next tick queues another.
-            workspace_refresh.apply_async(
-                args=[workspace.id], expires=settings.SCORING_REFRESH_SECONDS * 3
-            )
+            workspace_refresh.apply_async(args=[workspace.id], expires=expires)
+            queued += 1
+        if history.score_history_backfill_is_due(workspace_id=workspace.id):
+            # Returns "busy" at once while another update runs; the noted day waits for the next.
+            score_history_update.apply_async(args=[workspace.id], expires=expires)
             queued += 1
     return queued
 
@@ -86,8 +91,8 @@ def event_partitions_maintain() -> dict[str, int]:
 
 @shared_task(ignore_result=True)
 def score_history_due() -> int:
-    """Periodic (every minute): one history update per workspace whose day ended, whose settings
-    changed, or whose hourly look for backfilled days is due."""
+    """Periodic (every minute): one history update per workspace never built, whose day ended,
+    whose settings changed, or with late events noted (scores_refresh_due queues those first)."""
     queued = 0
     for workspace in Workspace.objects.order_by("id"):
         if history.score_history_is_due(workspace=workspace):

@@ -182,11 +182,33 @@ class ScoreHistoryState(models.Model):
     built_through = models.DateField(null=True, blank=True)
     # Digest of lookback, cap, filter and weights the stored days were computed with.
     config_digest = models.CharField(max_length=64, blank=True, default="")
-    # Rollups changed after this instant (less the scoring overlap) may be a backfill of past
-    # days not yet reflected.
+    # When the last run started.
     checked_through = models.DateTimeField(null=True, blank=True)
     last_run_ms = models.PositiveIntegerField(default=0)
     last_days = models.PositiveIntegerField(default=0)  # days recomputed by the last run
+    # How long the last run took when late events made it recompute stored days, else 0: the
+    # next such run waits as long again (engagement/history.py).
+    last_backfill_ms = models.PositiveIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"score history of workspace {self.workspace_id}"
+
+
+class ScoreHistoryBackfill(models.Model):
+    """A past day from which a workspace's stored history is stale: a batch of events of that
+    day (or of it and later ones) was applied after the days were computed.
+
+    Inserted by the apply path in the batch's own transaction, one row per workspace of the
+    product (rows are only ever added there, so concurrent workers never wait on each other);
+    deleted by the history run that recomputed from that day on (engagement/history.py). A row
+    committed while a run is busy is not among those it read, so it stays for the next run.
+    """
+
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="+", db_constraint=False
+    )
+    from_day = models.DateField()
+    noted_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"history of workspace {self.workspace_id} stale from {self.from_day}"

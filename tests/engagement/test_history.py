@@ -9,6 +9,7 @@ from config.celery import app
 from engagement.history import (
     HISTORY_MAX_DAYS,
     account_score_history,
+    score_history_backfill_is_due,
     score_history_is_due,
     score_history_update,
     user_score_history,
@@ -20,6 +21,8 @@ from engagement.models import (
     AccountScoreDay,
     EventRollup,
     EventWeight,
+    ScoreHistoryBackfill,
+    ScoreHistoryState,
     User,
     UserScore,
     UserScoreDay,
@@ -192,6 +195,108 @@ def test_backfilled_past_events_show_their_past_scores(ada_and_bob):
     assert [point.raw_score for point in history][:4] == [0, 7, 7, 7]
 
 
+def test_past_events_note_their_first_day_and_todays_note_none(ada_and_bob):
+    acme = ada_and_bob
+    score_history_update(workspace_id=acme.workspace.id)
+    assert not score_history_backfill_is_due(workspace_id=acme.workspace.id)
+
+    apply(acme, track("ada", "report", account="acme-corp"))
+    assert not score_history_backfill_is_due(workspace_id=acme.workspace.id)
+    apply(acme, track("ada", "report", days_ago=2), track("ada", "report", days_ago=5))
+
+    assert score_history_backfill_is_due(workspace_id=acme.workspace.id)
+    assert score_history_is_due(workspace=acme.workspace)
+    note = ScoreHistoryBackfill.objects.get()
+    assert (note.workspace_id, note.from_day) == (acme.workspace.id, day(5))
+
+
+def test_a_late_event_recomputes_every_point_from_its_day_on_and_none_before(ada_and_bob):
+    acme = ada_and_bob
+    score_history_update(workspace_id=acme.workspace.id)
+    bob = user_id(acme, "bob")
+    # Marks no recompute could leave: a wrong point before the late event's day, one after it.
+    UserScoreDay.objects.filter(user_id=bob, day=day(4)).update(engagement_score=1)
+    UserScoreDay.objects.filter(user_id=bob, day=day(2)).update(engagement_score=1)
+
+    # Ada's late report of three days ago (Bob sent nothing late).
+    apply(acme, track("ada", "report", days_ago=3, account="acme-corp"))
+    result = score_history_update(workspace_id=acme.workspace.id)
+
+    assert (result.mode, result.first_day, result.last_day) == ("updated", day(3), day(1))
+    assert UserScoreDay.objects.get(user_id=bob, day=day(4)).engagement_score == 1
+    # From day 3 on Ada's raw is 1, Bob's 7: p90 6.4, Bob still 100 (his wrong mark rewritten).
+    assert UserScoreDay.objects.get(user_id=bob, day=day(2)).engagement_score == 100
+    ada = user_score_history(workspace_id=acme.workspace.id, user_id=user_id(acme, "ada"), days=5)
+    assert scores(ada)[:4] == [60, 16, 16, 16]  # day 4 as it was; then 100 x 1 / 6.4 = 15.6
+    # Written: Ada's three new points, Bob's corrected one, the account's three changed days.
+    assert (result.user_points, result.account_points) == (4, 3)
+    assert not score_history_backfill_is_due(workspace_id=acme.workspace.id)
+
+
+def test_after_a_long_recompute_the_next_waits_as_long_again(ada_and_bob, settings):
+    acme = ada_and_bob
+    settings.SCORING_REFRESH_SECONDS = 10
+    score_history_update(workspace_id=acme.workspace.id)
+    apply(acme, track("ada", "report", days_ago=3, account="acme-corp"))
+    assert score_history_backfill_is_due(workspace_id=acme.workspace.id)  # the last run was short
+
+    # A recompute after late events that started at `started` and took 40 s (an import at a
+    # million users, say).
+    started = datetime.now(UTC)
+    ScoreHistoryState.objects.filter(workspace=acme.workspace).update(
+        checked_through=started, last_run_ms=40_000, last_backfill_ms=40_000
+    )
+    for seconds, due in ((0, False), (79, False), (80, True)):
+        now = started + timedelta(seconds=seconds)
+        assert score_history_backfill_is_due(workspace_id=acme.workspace.id, now=now) is due
+    assert not score_history_is_due(workspace=acme.workspace, now=started)
+    # A long run that was not such a recompute (the daily step, a rebuild) holds nothing back.
+    ScoreHistoryState.objects.filter(workspace=acme.workspace).update(last_backfill_ms=0)
+    assert score_history_backfill_is_due(workspace_id=acme.workspace.id, now=started)
+
+
+def test_a_recompute_that_changes_nothing_writes_nothing(ada_and_bob):
+    acme = ada_and_bob
+    score_history_update(workspace_id=acme.workspace.id)
+    stored = stored_points(acme.workspace)
+    ScoreHistoryBackfill.objects.create(
+        workspace=acme.workspace, from_day=day(9), noted_at=datetime.now(UTC)
+    )
+
+    result = score_history_update(workspace_id=acme.workspace.id)
+
+    assert (result.mode, result.first_day) == ("updated", day(9))
+    assert (result.user_points, result.account_points) == (0, 0)
+    assert stored_points(acme.workspace) == stored
+
+
+def test_late_events_noted_while_a_run_computes_wait_for_the_next_run(ada_and_bob, monkeypatch):
+    acme = ada_and_bob
+    score_history_update(workspace_id=acme.workspace.id)
+    apply(acme, track("ada", "report", days_ago=3, account="acme-corp"))
+    build = HistoryBuilder.build
+
+    def build_while_more_arrive(builder):
+        # Committed after the run read its noted days (a concurrent apply, in effect).
+        apply(acme, track("bob", "report", days_ago=6, times=2, account="acme-corp"))
+        return build(builder)
+
+    monkeypatch.setattr(HistoryBuilder, "build", build_while_more_arrive)
+    assert score_history_update(workspace_id=acme.workspace.id).first_day == day(3)
+    monkeypatch.setattr(HistoryBuilder, "build", build)
+
+    assert score_history_backfill_is_due(workspace_id=acme.workspace.id)
+    assert score_history_update(workspace_id=acme.workspace.id).first_day == day(6)
+    assert not score_history_backfill_is_due(workspace_id=acme.workspace.id)
+    backfill_ms = ScoreHistoryState.objects.get(workspace=acme.workspace).last_backfill_ms
+    assert backfill_ms > 0
+    # A run queued meanwhile finds nothing left to do, and leaves the last run's figures.
+    assert score_history_update(workspace_id=acme.workspace.id).mode == "idle"
+    assert ScoreHistoryState.objects.get(workspace=acme.workspace).last_backfill_ms == backfill_ms
+    bob = UserScoreDay.objects.get(user_id=user_id(acme, "bob"), day=day(6))
+    assert bob.raw_score == 7  # 5 days of one report, and two more six days ago
+
+
 def test_the_daily_step_adds_the_day_that_ended(ada_and_bob):
     acme = ada_and_bob
     score_history_update(workspace_id=acme.workspace.id)
@@ -277,28 +382,40 @@ def test_every_stored_day_equals_a_rescore_as_of_that_day(acme, cap):
         track("u5", "login", days_ago=1, times=1, account="b"),
     )
     workspace = acme.workspace
-    expected_users, expected_accounts = assert_built_history_is_rescored(
+    expected = assert_built_history_is_rescored(
         workspace, days=14, more_users_than=20, more_accounts_than=10
     )
-    # The daily step's path (a day or two, each window summed directly) gives the same points.
-    UserScoreDay.objects.filter(workspace=workspace, day__gte=day(2)).delete()
-    AccountScoreDay.objects.filter(workspace=workspace, day__gte=day(2)).delete()
-    builder = HistoryBuilder(workspace=workspace, first=day(2), last=day(1))
+    assert_short_ranges_store_the_same(workspace, expected)
+
+
+def assert_short_ranges_store_the_same(workspace, expected: tuple[dict, dict]) -> None:
+    """The path of up to a week (each subject's changes summed) stores the same points as the
+    full build: for the daily step (days stored afresh), and for a recompute of stored days
+    where some points are wrong, some missing and one is extra (only differences written)."""
+    for first_ago in (1, 2, 7):
+        UserScoreDay.objects.filter(workspace=workspace, day__gte=day(first_ago)).delete()
+        AccountScoreDay.objects.filter(workspace=workspace, day__gte=day(first_ago)).delete()
+        build(workspace, first=day(first_ago))
+        assert stored_points(workspace) == expected
+    UserScoreDay.objects.filter(workspace=workspace, day=day(5)).update(engagement_score=1)
+    AccountScoreDay.objects.filter(workspace=workspace, day=day(3)).delete()
+    UserScoreDay.objects.filter(workspace=workspace, day=day(2)).delete()
+    quiet = User.objects.create(product=workspace.product, tracking_id="quiet")
+    UserScoreDay.objects.create(
+        user=quiet, workspace=workspace, day=day(6), engagement_score=5, raw_score=1
+    )
+    build(workspace, first=day(6), stored_until=day(1))
+    assert stored_points(workspace) == expected
+
+
+def build(workspace, *, first: date, stored_until: date | None = None) -> None:
+    builder = HistoryBuilder(
+        workspace=workspace, first=first, last=day(1), stored_until=stored_until
+    )
     try:
         builder.build()
     finally:
         builder.close()
-    recent_users = {
-        (row.user_id, row.day): (row.engagement_score, row.raw_score)
-        for row in UserScoreDay.objects.filter(workspace=workspace, day__gte=day(2))
-    }
-    recent_accounts = {
-        (row.account_id, row.day): (row.engagement_score, row.raw_score)
-        for row in AccountScoreDay.objects.filter(workspace=workspace, day__gte=day(2))
-    }
-    assert recent_users and recent_accounts
-    assert recent_users == {key: v for key, v in expected_users.items() if key[1] >= day(2)}
-    assert recent_accounts == {key: v for key, v in expected_accounts.items() if key[1] >= day(2)}
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -324,9 +441,10 @@ def test_generated_activity_stores_what_a_rescore_of_each_day_scores(acme, seed)
                 )
             )
     apply(acme, *members, *tracked)
-    assert_built_history_is_rescored(
+    expected = assert_built_history_is_rescored(
         acme.workspace, days=17, more_users_than=40, more_accounts_than=15
     )
+    assert_short_ranges_store_the_same(acme.workspace, expected)
 
 
 def test_the_beat_updates_each_workspace_once_a_day(ada_and_bob, globex, settings):

@@ -1,0 +1,186 @@
+"""What a recompute of a few days of score history needs (engagement/history_build.py runs it):
+the raw scores of up to a week from each subject's daily changes, and writing only the points
+that differ from the stored ones.
+
+After late events the days from theirs to yesterday are recomputed for every user and account (a
+day's p90 ties their scores together), at a million users within a minute: the full build's
+ordering of every day total, and rewriting millions of unchanged points, took most of 94 s there
+(docs/benchmarks.md).
+"""
+
+# SQL here is assembled from fixed table and column names and dialect snippets; every value is
+# a query parameter.
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engagement.history_build import HistoryBuilder
+
+
+def raw_by_changes(builder: HistoryBuilder) -> None:
+    """eds_h_user_day and eds_h_account_day for a range of up to DELTA_DAYS days (the daily
+    step, a recompute after late events), in one pass over the rollups of its windows.
+
+    The raw score of the first day is the sum of its window; each later day adds the points
+    of its own day and takes off those of the day that left its window. So each rollup row
+    gives its subjects one change on the day it enters (the first day for rows of earlier
+    days) and, when within the range, one on the day it leaves; a subject's changes summed
+    in day order give its raw score from each change to the next. Users and accounts come
+    out of the same pass over the rollups (grouping sets) on PostgreSQL, two on SQLite.
+    The days come out subject by subject, the order of the history's primary key: a
+    million new points then go into its index in one pass over it (see raw_by_day).
+    """
+    _sum_changes(builder)
+    for kind in ("user", "account"):
+        _raw_from_changes(builder, kind)
+    builder.analyze("eds_h_user_day", "eds_h_account_day")
+
+
+def _sum_changes(builder: HistoryBuilder) -> None:
+    """eds_h_user_change and eds_h_account_change: each subject's change of raw score on each
+    day number k of the range that has one (k = 0: the first day's whole window)."""
+    look, span = builder.lookback, (builder.last - builder.first).days
+    changes = f"""
+        SELECT p.user_id, p.account_id,
+            CASE WHEN s.sign < 0 THEN p.n + {look} WHEN p.n > 0 THEN p.n ELSE 0 END AS k,
+            s.sign * p.user_points AS user_points, s.sign * p.account_points AS account_points
+        FROM ({rollup_points(builder)}) p
+        JOIN eds_h_sign s ON s.sign > 0 OR p.n + {look} <= {span}
+    """
+    builder.temp("eds_h_sign", "sign INTEGER PRIMARY KEY")
+    builder.run("INSERT INTO eds_h_sign (sign) VALUES (1), (-1)")
+    for kind in ("user", "account"):
+        builder.temp(f"eds_h_{kind}_change", f"{kind}_id BIGINT, k INTEGER, points BIGINT")
+    if builder.sql.postgres:
+        builder.run(
+            f"""
+            WITH sums AS (
+                SELECT GROUPING(x.account_id) AS of_user, x.user_id, x.account_id, x.k,
+                    SUM(x.user_points) AS user_points, SUM(x.account_points) AS account_points
+                FROM ({changes}) x
+                GROUP BY GROUPING SETS ((x.user_id, x.k), (x.account_id, x.k))
+            ), users AS (
+                INSERT INTO eds_h_user_change (user_id, k, points)
+                SELECT user_id, k, user_points FROM sums WHERE of_user = 1
+            )
+            INSERT INTO eds_h_account_change (account_id, k, points)
+            SELECT account_id, k, account_points FROM sums
+            WHERE of_user = 0 AND account_id IS NOT NULL
+            """
+        )
+    else:
+        for kind, where in (("user", ""), ("account", "WHERE x.account_id IS NOT NULL")):
+            builder.run(
+                f"""
+                INSERT INTO eds_h_{kind}_change ({kind}_id, k, points)
+                SELECT x.{kind}_id, x.k, SUM(x.{kind}_points) FROM ({changes}) x {where}
+                GROUP BY x.{kind}_id, x.k
+                """
+            )
+    builder.analyze("eds_h_day", "eds_h_user_change", "eds_h_account_change")
+
+
+def _raw_from_changes(builder: HistoryBuilder, kind: str) -> None:
+    """eds_h_<kind>_day from eds_h_<kind>_change: each change's running sum is the raw score
+    from its day to the subject's next change, one row per day it covers that is not zero."""
+    column, span = f"{kind}_id", (builder.last - builder.first).days
+    ordered = f"PARTITION BY {column} ORDER BY k"
+    builder.temp(f"eds_h_{kind}_day", f"{column} BIGINT, day DATE, raw BIGINT")
+    builder.run(
+        f"""
+        INSERT INTO eds_h_{kind}_day ({column}, day, raw)
+        SELECT c.{column}, d.day, c.raw FROM (
+            SELECT {column}, k, CAST(SUM(points) OVER ({ordered}) AS BIGINT) AS raw,
+                LEAD(k, 1, {span + 1}) OVER ({ordered}) AS stop
+            FROM eds_h_{kind}_change
+        ) c
+        JOIN eds_h_day d ON d.n >= c.k AND d.n < c.stop
+        WHERE c.raw > 0
+        ORDER BY c.{column}, d.day
+        """
+    )
+
+
+def rollup_points(builder: HistoryBuilder) -> str:
+    """Every rollup row in the window of a day first..last, with its day's number n and the
+    weighted points it gives its user and its account (0 to one out of scope)."""
+    weight = "COALESCE(w.weight, 1)"
+    if builder.cap is None:
+        user_points = f"r.count * {weight}"
+    else:
+        # The user's cap applies to a day's events of one name whichever accounts they went
+        # to: the capped total of those rows, counted on the first of them.
+        same = "PARTITION BY r.user_id, r.event_name, r.day"
+        user_points = (
+            f"CASE WHEN ROW_NUMBER() OVER ({same} ORDER BY r.account_key) = 1 "
+            f"THEN {builder.capped(f'SUM(r.count) OVER ({same})')} * {weight} ELSE 0 END"
+        )
+    account_points = f"{builder.capped('r.count')} * {weight}"
+    joins, scoped, account_in_scope = "", "", "r.account_id IS NOT NULL"
+    if builder.filtered:
+        # The rows of users in scope, and those of accounts in scope whoever sent them.
+        joins = """
+            LEFT JOIN eds_h_scope_user su ON su.user_id = r.user_id
+            LEFT JOIN eds_h_match_account ma ON ma.account_id = r.account_id
+        """
+        scoped = "AND (su.user_id IS NOT NULL OR ma.account_id IS NOT NULL)"
+        user_points = f"CASE WHEN su.user_id IS NULL THEN 0 ELSE {user_points} END"
+        account_in_scope = "ma.account_id IS NOT NULL"
+    return f"""
+        SELECT r.user_id, r.account_id, {builder.day_number("r.day")} AS n,
+            {user_points} AS user_points,
+            CASE WHEN {account_in_scope} THEN {account_points} ELSE 0 END AS account_points
+        FROM engagement_eventrollup r
+        LEFT JOIN eds_h_weight w ON w.event_name = r.event_name
+        {joins}
+        WHERE r.product_id = %(product)s
+        AND r.day >= %(rollup_start)s AND r.day <= %(last)s {scoped}
+    """
+
+
+def store_differences(builder: HistoryBuilder, kind: str, points: str) -> int:
+    """Bring the stored points of days first..last to `points` (rows of subject id, day,
+    score, raw), writing only what differs; returns the points written or deleted.
+
+    After late events most points of those days keep their values (a day's p90 moves
+    little, and most subjects' raw scores not at all): rewriting millions of unchanged rows
+    was most of a recompute of a few days at a million users. One full join of the new
+    points with the stored ones gives the differences; each is then written by key.
+    """
+    column, table = f"{kind}_id", f"engagement_{kind}scoreday"
+    diff = f"eds_h_{kind}_diff"
+    # Changed and new points with their values; points no longer scoring with NULLs.
+    builder.temp(diff, f"{column} BIGINT, day DATE, score INTEGER, raw {builder.sql.float}")
+    builder.run(
+        f"""
+        INSERT INTO {diff} ({column}, day, score, raw)
+        SELECT COALESCE(n.{column}, s.{column}), COALESCE(n.day, s.day), n.score, n.raw
+        FROM ({points}) n
+        FULL JOIN (
+            SELECT {column}, day, engagement_score, raw_score FROM {table}
+            WHERE workspace_id = %(ws)s AND day >= %(first)s AND day <= %(last)s
+        ) s ON s.{column} = n.{column} AND s.day = n.day
+        WHERE n.{column} IS NULL OR s.{column} IS NULL
+            OR s.engagement_score <> n.score OR s.raw_score <> n.raw
+        """
+    )
+    builder.analyze(diff)
+    deleted = builder.run(
+        f"""
+        DELETE FROM {table} WHERE ({column}, workspace_id, day) IN (
+            SELECT {column}, %(ws)s, day FROM {diff} WHERE score IS NULL)
+        """
+    )
+    written = builder.run(
+        f"""
+        INSERT INTO {table} ({column}, workspace_id, day, engagement_score, raw_score)
+        SELECT {column}, %(ws)s, day, score, raw FROM {diff} WHERE score IS NOT NULL
+        ORDER BY {column}, day
+        ON CONFLICT ({column}, workspace_id, day) DO UPDATE SET
+            engagement_score = excluded.engagement_score, raw_score = excluded.raw_score
+        """
+    )
+    return deleted + written
