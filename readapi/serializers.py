@@ -15,6 +15,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from config.openapi import ErrorSerializer  # noqa: F401 (the views' error body)
 from engagement.models import Account, User
 from engagement.scoring import tenure_days
 from engagement.selectors import (
@@ -100,16 +101,6 @@ class ReadDictField(_ReadWith, serializers.DictField):
 
 class ReadListField(_ReadWith, serializers.ListField):
     pass
-
-
-class ErrorSerializer(serializers.Serializer):
-    """The one error body of every API."""
-
-    code = serializers.CharField()
-    message = serializers.CharField()
-    fields = serializers.DictField(
-        child=serializers.ListField(child=serializers.CharField()), required=False
-    )
 
 
 class BreakdownItemSerializer(serializers.Serializer):
