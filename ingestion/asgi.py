@@ -50,7 +50,7 @@ class Store(Protocol):
 class InlineStore:
     """Stores each request on its own, on the calling thread, in the caller's transaction if
     any: the same `store_accepted_batch` as the group-commit writer, without the writer's thread
-    (the in-process test client drives the door this way; see tests/ingestion/doorclient.py)."""
+    (the in-process test client drives the door this way; see tests/doorclient.py)."""
 
     async def store(self, entries: Sequence[Entry]) -> None:
         store_accepted_batch(entries)

@@ -179,3 +179,37 @@ def test_any_body_is_answered_and_only_a_2xx_is_stored(acme, post_json, drain, e
     drain()
     assert not DroppedRequest.objects.filter(reason="apply_failed").exists()
     assert not AcceptedRequest.objects.exists()
+
+
+# --- No content negotiation: the answer is the same whatever the client asks for -------------
+
+
+@pytest.mark.parametrize("accept", ["text/html", "application/xml", "application/json; indent=4"])
+def test_any_accept_gets_the_202_and_the_call_is_stored(acme, post_json, accept):
+    response = post_json("/v2/track", TRACK, auth=acme.basic, HTTP_ACCEPT=accept)
+
+    assert (response.status_code, response.content) == (202, b"")
+    assert AcceptedRequest.objects.count() == 1
+
+
+def test_format_xml_in_the_query_is_the_same_202(acme, post_json):
+    response = post_json("/v2/track?format=xml", TRACK, auth=acme.basic)
+
+    assert (response.status_code, response.content) == (202, b"")
+    assert AcceptedRequest.objects.count() == 1
+
+
+@pytest.mark.parametrize("accept", ["application/json; indent=4", "text/html"])
+def test_an_error_is_compact_json_whatever_accept_says(acme, post_json, accept):
+    response = post_json("/v2/track?format=api", b"{}", auth=acme.basic, HTTP_ACCEPT=accept)
+
+    assert (response.status_code, response["Content-Type"]) == (400, "application/json")
+    assert response.content == json.dumps(response.json(), separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("method", ["get", "put", "patch", "delete", "options"])
+def test_other_methods_are_a_405_naming_post(acme, api_client, method):
+    response = getattr(api_client, method)("/v2/track", HTTP_AUTHORIZATION=acme.basic)
+
+    assert (response.status_code, response["Allow"]) == (405, "POST")
+    assert response.json()["code"] == "method_not_allowed"
