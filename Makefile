@@ -37,7 +37,8 @@ EMBEDDED_TESTS := tests/engagement tests/ingestion/test_v1.py tests/ingestion/te
 	tests/ingestion/test_drain_mixed_batches.py tests/ingestion/test_seen_message_keys.py \
 	tests/ingestion/test_batch.py tests/ingestion/test_drain_bad_messages.py \
 	tests/ingestion/test_wakeups.py tests/ingestion/test_acceptance_rules.py \
-	tests/ingestion/test_grouped_requests.py tests/readapi/test_history_backfill.py
+	tests/ingestion/test_grouped_requests.py tests/ingestion/test_door_cases.py \
+	tests/readapi/test_history_backfill.py
 
 test: $(BIN)/.installed ## Run the full test suite (real PostgreSQL, Redis, RabbitMQ; then SQLite)
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \

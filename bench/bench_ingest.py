@@ -1,4 +1,4 @@
-"""Ingestion benchmark (issues 2 and 6): what the front doors accept durably, and the drain rate.
+"""Ingestion benchmark (issues 2 and 6): what the ingestion door accepts durably; the drain rate.
 
     .venv/bin/python bench/bench_ingest.py            # the full run (about 3 minutes)
     .venv/bin/python bench/bench_ingest.py --quick    # shorter wrk runs and a smaller backlog
@@ -7,11 +7,12 @@
     .venv/bin/python bench/bench_ingest.py --drain-only [--steady] [--seen-rows 30000000]
 
 From one run on this machine, against PostgreSQL and Redis on 127.0.0.1 (DJANGO_ENV=production):
-  1. a bare Django view that parses the JSON and answers 202 (gunicorn, 4 sync workers);
-  2. the DRF door, v2 track (the same gunicorn setup), every 202 checked against the store;
-  3. the ASGI door, v2 track (uvicorn, uvloop, httptools, group commit), checked the same way;
-  4. the ASGI door, /v1/batch with 100 messages a request, when that endpoint exists;
-  5. one process draining a backlog of 300,000 accepted requests: events applied per second.
+  1. a bare Django view that parses the JSON and answers 202 (the reference: Django's own ASGI
+     handler under the same uvicorn setup, bench/bare_asgi.py);
+  2. the ingestion door, v2 track (uvicorn, uvloop, httptools, group commit), every 202 checked
+     against the store;
+  3. the ingestion door, /v1/batch with 100 messages a request;
+  4. one process draining a backlog of 300,000 accepted requests: events applied per second.
 With --burst instead: the ASGI door at full speed with one draining process beside it and a low
 INGESTION_BACKLOG_LIMIT: 202s, 503s, the peak backlog, the time to drain, and every 202 applied.
 wrk (Debian package `wrk`) drives 32 connections with a ~80-byte v2 track body. The script makes
@@ -248,27 +249,10 @@ def port_free_or_die() -> None:
             raise SystemExit(f"port {PORT} is busy; set BENCH_PORT")
 
 
-def gunicorn(settings_module: str) -> list[str]:
-    return [
-        str(BIN / "gunicorn"),
-        "config.wsgi:application",
-        "--bind",
-        f"127.0.0.1:{PORT}",
-        "--workers",
-        "4",
-        "--worker-class",
-        "sync",
-        "--log-level",
-        "warning",
-        "--env",
-        f"DJANGO_SETTINGS_MODULE={settings_module}",
-    ]
-
-
-def uvicorn(workers: int) -> list[str]:
+def uvicorn(workers: int, application: str = "config.asgi:application") -> list[str]:
     return [
         str(BIN / "uvicorn"),
-        "config.asgi:application",
+        application,
         "--host",
         "127.0.0.1",
         "--port",
@@ -953,28 +937,18 @@ def main() -> int:
         print_targets([], drains)
         print(f"load average at start {started_load:.2f}, at end {load_average():.2f}")
         return 0
-    gunicorn_setup = "gunicorn, 4 sync workers"
     uvicorn_setup = f"uvicorn, {args.asgi_workers} workers, uvloop, httptools, group commit"
     runs: list[Run] = []
     try:
-        with Server("bare", gunicorn("bench.bare_settings"), server_env("bench.bare_settings")):
+        bare = uvicorn(args.asgi_workers, "bench.bare_asgi:application")
+        with Server("bare", bare, server_env("bench.bare_settings")):
             runs.append(
                 measure(
                     wrk_bin,
                     track,
                     seconds,
-                    Run("bare Django view, 202 (not stored)", gunicorn_setup),
+                    Run("bare Django view, 202 (not stored)", uvicorn_setup.split(", group")[0]),
                     stored=False,
-                )
-            )
-        with Server("drf", gunicorn("config.settings"), server_env()):
-            runs.append(
-                measure(
-                    wrk_bin,
-                    track,
-                    seconds,
-                    Run("DRF door, v2 track, durable", gunicorn_setup),
-                    stored=True,
                 )
             )
         with Server("asgi", uvicorn(args.asgi_workers), server_env()):

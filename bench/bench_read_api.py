@@ -6,9 +6,10 @@
 Seeds its own database (eds_bench_read) once, with COPY: one product, 100,000 accounts, 1,000,000
 users, one membership per user (10 users per account) and a precomputed score row for every user
 and account. Reads never touch raw events (they serve the precomputed score tables), so no events
-are seeded. Serves the app with gunicorn on 127.0.0.1 (DJANGO_ENV=production, PostgreSQL, Redis
-cache for the throttle counts) and times sequential requests with http.client. Prints p50/p99 per
-endpoint against the 50 ms p99 target; exits non-zero when it could not measure.
+are seeded. Serves the app as production does (uvicorn, config.asgi) on 127.0.0.1
+(DJANGO_ENV=production, PostgreSQL, Redis cache for the throttle counts) and times sequential
+requests with http.client. Prints p50/p99 per endpoint against the 50 ms p99 target; exits
+non-zero when it could not measure.
 """
 
 from __future__ import annotations
@@ -264,7 +265,7 @@ def wait_ready(port: int, token: str, process: subprocess.Popen) -> None:
     deadline = time.monotonic() + SERVER_START_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"gunicorn exited with {process.returncode}")
+            raise RuntimeError(f"uvicorn exited with {process.returncode}")
         try:
             status, body, _ = get(port, "/v2/workspaces", token)
             if status == 200:
@@ -272,7 +273,7 @@ def wait_ready(port: int, token: str, process: subprocess.Popen) -> None:
             raise RuntimeError(f"/v2/workspaces answered {status}: {body[:200]!r}")
         except OSError:
             time.sleep(0.2)
-    raise RuntimeError("gunicorn did not start in time")
+    raise RuntimeError("uvicorn did not start in time")
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -323,14 +324,21 @@ def main() -> int:
     port = free_port()
     process = subprocess.Popen(
         [
-            str(BIN / "gunicorn"),
-            "config.wsgi:application",
-            "--bind",
-            f"127.0.0.1:{port}",
+            str(BIN / "uvicorn"),
+            "config.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
             "--workers",
             str(WORKERS),
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
             "--log-level",
             "warning",
+            "--no-access-log",
         ],
         cwd=ROOT,
         env=server_env(),
@@ -403,7 +411,7 @@ def main() -> int:
         process.wait(timeout=20)
 
     print()
-    print(f"Read API latency over HTTP: gunicorn {WORKERS} sync workers, DJANGO_ENV=production,")
+    print(f"Read API latency over HTTP: uvicorn {WORKERS} workers, DJANGO_ENV=production,")
     print(f"PostgreSQL + Redis on 127.0.0.1; {ACCOUNTS:,} accounts, {USERS:,} users, score rows")
     print("for all (reads serve precomputed scores and never touch raw events: none seeded);")
     print(f"{count:,} sequential requests per endpoint after a warm-up, new connection each.")

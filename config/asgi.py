@@ -1,9 +1,10 @@
-"""ASGI entry point for production: the ingestion front door, with Django behind it.
+"""The service's one web entry point (Procfile, README): the ingestion front door, with Django
+behind it.
 
     uvicorn config.asgi:application --workers 2 --loop uvloop --http httptools
 
-POSTs to the ingestion paths are answered by `ingestion.asgi` (group commit, no framework);
-every other request (admin, read API, /healthz, other methods) is served by Django.
+Requests to the ingestion paths are answered by `ingestion.asgi` (group commit, no framework);
+every other request (admin, read API, dashboard, /healthz) is served by Django.
 """
 
 import os

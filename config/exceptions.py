@@ -7,11 +7,12 @@ from typing import Any
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse
 from kombu.exceptions import OperationalError as BrokerError
-from rest_framework import exceptions, serializers
+from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler, set_rollback
 
 from config.api_errors import ApiError, error_body, service_unavailable
+from config.openapi import ErrorSerializer
 
 __all__ = ["ApiError", "ErrorSerializer", "api_exception_handler", "error_body", "error_response"]
 
@@ -33,18 +34,6 @@ DEPENDENCY_DOWN: tuple[type[BaseException], ...] = (
     BrokerError,
     *_REDIS_DOWN,
 )
-
-
-class ErrorSerializer(serializers.Serializer):
-    """The one error body of every API."""
-
-    # Its docstring is its description in the OpenAPI documents; `error_body` builds it.
-
-    code = serializers.CharField()
-    message = serializers.CharField()
-    fields = serializers.DictField(
-        child=serializers.ListField(child=serializers.CharField()), required=False
-    )
 
 
 def error_response(

@@ -1,5 +1,5 @@
-"""Prometheus metrics: GET /metrics, the HTTP request counter of both doors, and the middleware
-that counts Django's requests.
+"""Prometheus metrics: GET /metrics, the HTTP request counter (of the ingestion door and of
+Django), and the middleware that counts Django's requests.
 
 Every process (web workers, celery workers) writes its counters and histograms to files in
 PROMETHEUS_MULTIPROC_DIR (settings.py points it under DATA_DIR by default); a scrape sums them

@@ -123,7 +123,7 @@ LOGIN_REDIRECT_URL = "dashboard:home"
 LOGOUT_REDIRECT_URL = "dashboard:login"
 
 ROOT_URLCONF = "config.urls"
-WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
 APPEND_SLASH = False
 
 TEMPLATES = [
@@ -363,11 +363,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    # One schema: paths without the optional trailing slash ingestion also accepts.
-    "PREPROCESSING_HOOKS": ["ingestion.schema.without_optional_slash"],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "ingestion.schema.body_required",
+        # The ingestion door is no Django view: its paths come from ingestion.acceptance.
+        "ingestion.schema.ingestion_paths",
         "readapi.schema.postprocess",
     ],
 }

@@ -21,7 +21,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("", include("readapi.urls")),
-    path("", include("ingestion.urls")),
     # The site's root is the dashboard (the admin's "View site" leads here).
     path("", include("dashboard.urls")),
 ]

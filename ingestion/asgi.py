@@ -1,30 +1,35 @@
-"""The ASGI front door of ingestion: POSTs to the ingestion paths, without a web framework.
+"""The ingestion front door: every request to an ingestion path, without a web framework.
 
-Production runs it under uvicorn (see docs/scaling.md). It answers exactly as the DRF views do:
-both hand the request to the rules of `ingestion.acceptance` and store what they accepted through
-`ingestion.store`, here by way of the group-commit writer; a 2xx is sent only after the commit.
-Everything else goes to Django: other methods and paths, the admin, the read API, /healthz, and
-a request whose Host Django would refuse (so Django answers it, as it does on the other door).
+The one door of ingestion: every way the service runs serves it under uvicorn (Procfile, README;
+see docs/scaling.md). It hands the request to the rules of `ingestion.acceptance` and stores what
+they accepted through `ingestion.store` (in production by way of the group-commit writer); a 2xx
+is sent only after the commit. Other methods on an ingestion path get a 405. Everything else goes
+to Django: other paths, the admin, the read API, /healthz, and a request whose Host Django would
+refuse (Django answers it with its 400).
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import os
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.http.request import split_domain_port, validate_host
 
+from config.api_errors import error_body
 from config.metrics import http_request_count
+from config.metrics_files import web_worker_started, web_worker_stopped
 from ingestion import acceptance
 from ingestion.acceptance import http
-from ingestion.views import ingestion_limits  # one definition of the limits for both doors
+from ingestion.limits import ingestion_limits
+from ingestion.store import Entry, store_accepted_batch
 from ingestion.writer import GroupCommitWriter
 
 Scope = MutableMapping[str, Any]
@@ -32,6 +37,27 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Store(Protocol):
+    """Where the door stores what it accepted: `store` returns once it is committed (or raises a
+    503 `RequestError`); `close` writes what is waiting, on server shutdown."""
+
+    async def store(self, entries: Sequence[Entry]) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class InlineStore:
+    """Stores each request on its own, on the calling thread, in the caller's transaction if
+    any: the same `store_accepted_batch` as the group-commit writer, without the writer's thread
+    (the in-process test client drives the door this way; see tests/doorclient.py)."""
+
+    async def store(self, entries: Sequence[Entry]) -> None:
+        store_accepted_batch(entries)
+
+    async def close(self) -> None:
+        return None
 
 
 class _Disconnected(Exception):
@@ -94,8 +120,8 @@ def _host_check(host: str) -> bool:
 
 
 def security_headers(scheme: str) -> list[tuple[bytes, bytes]]:
-    """The headers Django's SecurityMiddleware and XFrameOptionsMiddleware add to the other
-    door's answers, from the same settings."""
+    """The headers Django's SecurityMiddleware and XFrameOptionsMiddleware add to Django's
+    answers, from the same settings, so the door's answers carry them too."""
     headers = _security_headers.get(scheme)
     if headers is None:
         headers = _security_headers[scheme] = _security_headers_from_settings(scheme)
@@ -126,7 +152,7 @@ def _security_headers_from_settings(scheme: str) -> list[tuple[bytes, bytes]]:
     return headers
 
 
-# The requests counter labels an endpoint by its URL name (ingestion/urls.py), on both doors.
+# The requests counter labels an endpoint by a stable name (bounded, unlike paths).
 _URL_NAMES = {name: f"ingest-{name.replace('/', '-')}" for name in acceptance.ENDPOINTS}
 
 
@@ -137,12 +163,13 @@ async def _respond(
     status: int,
     body: dict | None,
     retry_after: int | None = None,
+    allow: bytes | None = None,
 ) -> None:
     http_request_count("asgi", _URL_NAMES[endpoint_name], status)
     headers = [(b"content-length", b"0")]
     payload = b""
     if body is not None:
-        # The same compact UTF-8 JSON DRF's renderer writes.
+        # Compact UTF-8 JSON, whatever the request's Accept says (ingestion has one answer).
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         headers = [
             (b"content-type", b"application/json"),
@@ -150,20 +177,32 @@ async def _respond(
         ]
     if retry_after is not None:
         headers.append((b"retry-after", str(retry_after).encode("ascii")))
+    if allow is not None:
+        headers.append((b"allow", allow))
     headers.extend(security_headers(scope.get("scheme", "http")))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 
 
-class IngestionFrontDoor:
-    """An ASGI app: ingestion POSTs here, everything else to `fallback` (Django)."""
+async def _not_allowed(send: Send, scope: Scope, endpoint_name: str) -> None:
+    method = scope["method"]
+    body = error_body("method_not_allowed", f'Method "{method}" not allowed.')
+    if method == "HEAD":
+        body = None
+    await _respond(send, scope, endpoint_name, 405, body, allow=b"POST")
 
-    def __init__(self, fallback: ASGIApp, *, writer: GroupCommitWriter | None = None) -> None:
+
+class IngestionFrontDoor:
+    """An ASGI app: requests to the ingestion paths here, everything else to `fallback` (Django).
+
+    `writer` stores what the door accepted: the group-commit writer unless told otherwise."""
+
+    def __init__(self, fallback: ASGIApp, *, writer: Store | None = None) -> None:
         self.fallback = fallback
-        self.writer = writer or GroupCommitWriter()
+        self.writer = writer if writer is not None else GroupCommitWriter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
+        if scope["type"] == "http":
             endpoint_name = http.endpoint_for_path(scope["path"])
             if endpoint_name is not None:
                 try:
@@ -177,7 +216,10 @@ class IngestionFrontDoor:
                     await _respond(send, scope, endpoint_name, error.status, error.body())
                     return
                 if _host_allowed(headers):
-                    await self.ingest(endpoint_name, scope, headers, receive, send)
+                    if scope["method"] == "POST":
+                        await self.ingest(endpoint_name, scope, headers, receive, send)
+                    else:
+                        await _not_allowed(send, scope, endpoint_name)
                     return
         if scope["type"] == "lifespan":
             await self.lifespan(receive, send)
@@ -214,15 +256,18 @@ class IngestionFrontDoor:
         await _respond(send, scope, endpoint_name, outcome.status, outcome.body)
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
-        """Django has no lifespan support; this flushes the writer when the server stops."""
+        """Django has no lifespan support; this tidies the metrics directory when the server
+        starts and flushes the writer when it stops."""
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                web_worker_started(settings.PROMETHEUS_MULTIPROC_DIR, os.getppid())
                 # Everything loaded so far (Django, the apps) lives as long as the process: keep it
                 # out of the collector, so a full collection does not pause every request in flight.
                 gc.freeze()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.writer.close()
+                web_worker_stopped(os.getpid())
                 await send({"type": "lifespan.shutdown.complete"})
                 return

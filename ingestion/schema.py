@@ -1,32 +1,15 @@
 """The OpenAPI description of the ingestion endpoints: each endpoint's body, its Basic key, every
-status it can answer, and one path per endpoint (ingestion/urls.py also accepts a trailing slash,
-which the schema leaves out). The rules themselves live in `ingestion.acceptance`; this module
-only describes them. Used by the views' `extend_schema` and by SPECTACULAR_SETTINGS."""
+status it can answer, and one path per endpoint (the door also accepts a trailing slash, which the
+schema leaves out). The rules themselves live in `ingestion.acceptance`; this module only
+describes them. The ingestion door (ingestion/asgi.py) is no Django view, so drf-spectacular
+cannot find these paths: `ingestion_paths`, a postprocessing hook (SPECTACULAR_SETTINGS), adds
+them to the schema, one per endpoint of `acceptance.ENDPOINTS`."""
 
 from __future__ import annotations
 
-from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.plumbing import ResolvedComponent
-from drf_spectacular.utils import OpenApiResponse
-
+from config.openapi import NON_BLANK, SPACE, ErrorSerializer
 from ingestion.acceptance import ENDPOINTS
 from ingestion.acceptance.fields import MAX_ID_LENGTH, SECONDS_LIKE_BELOW_MS
-from readapi.schema import NON_BLANK, SPACE
-from readapi.serializers import ErrorSerializer  # the one error body of every API
-
-# --- Trailing slashes --------------------------------------------------------------------------
-
-
-def without_optional_slash(endpoints):
-    """Preprocessing hook: an ingestion endpoint routed as `^name/?$` appears once, as `/name`."""
-    kept = []
-    for path, path_regex, method, callback in endpoints:
-        name = path.strip("/")
-        if name in ENDPOINTS and path.endswith("/"):
-            path = path.rstrip("/")
-        kept.append((path, path_regex, method, callback))
-    return kept
-
 
 # --- Security ----------------------------------------------------------------------------------
 
@@ -38,23 +21,6 @@ BASIC_SCHEME = {
     "SDKs' form: the key as user name, an empty password). The door checks the key's form; "
     "a key no product holds is accepted and dropped when applied.",
 }
-
-
-class IngestionAutoSchema(AutoSchema):
-    """The ingestion views' schema: the key is read by the acceptance rules, not by DRF, so the
-    security requirement comes from the endpoint rather than from authentication classes."""
-
-    def get_auth(self):
-        self.registry.register_on_missing(
-            ResolvedComponent(
-                name="ingestionKey",
-                type=ResolvedComponent.SECURITY_SCHEMA,
-                object="ingestionKey",
-                schema=BASIC_SCHEME,
-            )
-        )
-        return security(self.view.endpoint_name)
-
 
 BASIC = [{"ingestionKey": []}]
 
@@ -242,12 +208,17 @@ BATCH_ANSWER = {
     "required": ["success"],
 }
 
-def _error(description: str) -> OpenApiResponse:
-    return OpenApiResponse(ErrorSerializer, description=description)
+ERROR_COMPONENT = "Error"
+
+
+def _error(description: str) -> dict:
+    ref = {"$ref": f"#/components/schemas/{ERROR_COMPONENT}"}
+    return {"content": {"application/json": {"schema": ref}}, "description": description}
 
 
 def request_body(endpoint_name: str) -> dict:
-    """The request body of an ingestion endpoint, JSON (optionally gzip, Content-Encoding)."""
+    """The request body of an ingestion endpoint, JSON (optionally gzip, Content-Encoding):
+    required (an empty one is a 400)."""
     if endpoint_name in ("v1/batch", "v1/import"):
         schema = SEGMENT_BATCH
     elif endpoint_name == "segment":
@@ -257,7 +228,7 @@ def request_body(endpoint_name: str) -> dict:
         version, path = endpoint_name.split("/")
         v1_message_types = {"users": "identify", "groups": "group", "events": "track"}
         schema = V1_BODIES[v1_message_types[path]] if version == "v1" else V2_BODIES[path]
-    return {"application/json": schema}
+    return {"content": {"application/json": {"schema": schema}}, "required": True}
 
 
 def responses(endpoint_name: str) -> dict:
@@ -265,32 +236,32 @@ def responses(endpoint_name: str) -> dict:
     takes = ENDPOINTS[endpoint_name].takes
     if takes == "batch":
         success = {
-            200: OpenApiResponse(
-                BATCH_ANSWER,
-                description='Stored durably: {"success": true}, with `rejected` for items left '
-                "out.",
-            )
+            "200": {
+                "content": {"application/json": {"schema": BATCH_ANSWER}},
+                "description": 'Stored durably: {"success": true}, with `rejected` for items '
+                "left out.",
+            }
         }
         large = "Above 512 KiB (after gunzip) or 2,500 items."
     else:
-        success = {202: OpenApiResponse(description="Accepted and stored durably; empty body.")}
+        success = {"202": {"description": "Accepted and stored durably; empty body."}}
         large = "Body larger than 32 KiB (after gunzip)."
     answers = {
         **success,
-        400: _error(
+        "400": _error(
             "Not JSON, not an object, a field breaks a rule, a missing or malformed key, "
             "or a body that ended early."
         ),
     }
     if takes != "call":
-        answers[401] = _error("No write key (Basic or 'writeKey').")
+        answers["401"] = _error("No write key (Basic or 'writeKey').")
     answers.update(
         {
-            413: _error(large),
-            414: _error("The request target is longer than 4094 bytes."),
-            415: _error("A Content-Encoding other than gzip."),
-            431: _error("More than 100 header fields, or one longer than 8190 bytes."),
-            503: _error("Cannot be stored now; retry after Retry-After seconds."),
+            "413": _error(large),
+            "414": _error("The request target is longer than 4094 bytes."),
+            "415": _error("A Content-Encoding other than gzip."),
+            "431": _error("More than 100 header fields, or one longer than 8190 bytes."),
+            "503": _error("Cannot be stored now; retry after Retry-After seconds."),
         }
     )
     return answers
@@ -305,11 +276,38 @@ def security(endpoint_name: str) -> list:
     return BASIC if endpoint.takes == "call" else [*BASIC, {}]
 
 
-def body_required(result, generator, request, public):
-    """Postprocessing hook: every ingestion request needs its body (an empty one is a 400)."""
-    for path, operations in result.get("paths", {}).items():
-        if path.strip("/") in ENDPOINTS:
-            for operation in operations.values():
-                if "requestBody" in operation:
-                    operation["requestBody"]["required"] = True
+_DESCRIPTIONS = {
+    "call": "POST one call: 202 with an empty body once it is stored durably.",
+    "segment": "POST one Segment-spec message (identify, group, track, page, screen): 202, "
+    "empty body.",
+    "batch": 'POST a Segment-SDK batch: 200 `{"success": true}`, with `rejected` items if any.',
+}
+
+
+def operation(endpoint_name: str) -> dict:
+    """The POST operation of one ingestion endpoint."""
+    answer = {
+        "operationId": f"{endpoint_name.replace('/', '_')}_create",
+        "description": _DESCRIPTIONS[ENDPOINTS[endpoint_name].takes],
+        "tags": [endpoint_name.split("/")[0]],
+        "requestBody": request_body(endpoint_name),
+        "responses": responses(endpoint_name),
+    }
+    if required := security(endpoint_name):
+        answer["security"] = required
+    return answer
+
+
+def ingestion_paths(result, generator, request, public):
+    """Postprocessing hook: every ingestion endpoint, its key's scheme and the error body."""
+    paths = result.setdefault("paths", {})
+    for endpoint_name in ENDPOINTS:
+        paths[f"/{endpoint_name}"] = {"post": operation(endpoint_name)}
+    result["paths"] = dict(sorted(paths.items()))
+    components = result.setdefault("components", {})
+    components.setdefault("securitySchemes", {})["ingestionKey"] = BASIC_SCHEME
+    # The error body's component is config.openapi.ErrorSerializer, which the read API's views
+    # name in their answers; drf-spectacular maps it only from a view.
+    if ERROR_COMPONENT not in components.get("schemas", {}):
+        raise LookupError(f"no {ERROR_COMPONENT} schema: a view must answer {ErrorSerializer}")
     return result

@@ -1,7 +1,7 @@
-"""The durable acceptance store behind every front door: a 202 is sent only after this commits.
+"""The durable acceptance store behind the ingestion door: a 202 is sent only after this commits.
 
-Both front doors write through `store_accepted_batch`: the DRF view with the requests of one call,
-the ASGI door's group-commit writer with the requests of many calls gathered into one write. On
+The door writes through `store_accepted_batch`: its group-commit writer with the requests of many
+calls gathered into one write (the in-process test client with the requests of one call). On
 every database the requests of one write that share an ingestion key become one row (see
 AcceptedRequest): under load a write carries dozens of requests from a few busy senders, and the
 worker's cost per row is then paid once for all of them.

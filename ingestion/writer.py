@@ -1,12 +1,11 @@
-"""Group commit for the ASGI front door: many requests, one write, one commit, then every 202.
+"""Group commit for the ingestion door: many requests, one write, one commit, then every 202.
 
 A request hands its accepted entries to the writer and waits. The writer gathers what arrives
 while the previous write is still running, or, when it was idle, until as many requests wait as
 its last write carried (at least two) or a short window (1 ms) has passed, and stores it all with
 one `store_accepted_batch` (one COPY, one commit) in a thread of its own. Only when that commit
-returns does each waiting request get its answer, so a 202 is as durable as the DRF door's, while
-the commit cost is shared by every request in the batch. Django's request machinery and one
-commit per request, not PostgreSQL, are what limit the DRF door.
+returns does each waiting request get its answer, so a 202 is as durable as one commit per
+request would make it, while the commit cost is shared by every request in the batch.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ from drf_spectacular.extensions import (
 )
 from drf_spectacular.plumbing import build_bearer_security_scheme_object
 
+from config.openapi import NON_BLANK
+
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
     target_class = "readapi.authentication.BearerTokenAuthentication"
@@ -35,9 +37,7 @@ class ExpandFieldScheme(OpenApiSerializerFieldExtension):
 
 
 # A query string is trimmed (Python's whitespace) and may hold no NUL, so it needs one character
-# that is neither.
-SPACE = "\\t-\\r\\x1c- \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
-NON_BLANK = f"^[^\\x00]*[^\\x00{SPACE}][^\\x00]*$"
+# that is neither (config.openapi).
 
 
 def postprocess(result, generator, request, public):

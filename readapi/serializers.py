@@ -16,8 +16,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-# The one error body's schema lives with it in config; named here too for ingestion/schema.py.
-from config.exceptions import ErrorSerializer  # noqa: F401
 from engagement.models import Account, User
 from engagement.scoring import tenure_days
 from engagement.selectors import (

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import pytest
 from django.db import connection
-from rest_framework.test import APIClient
 
 from engagement.erasure_hooks import ErasureStage, erasure_hook_register, erasure_hook_unregister
 from engagement.models import Product, Workspace
@@ -16,6 +15,7 @@ from ingestion.models import IngestionKey
 from ingestion.services.drain import accepted_requests_drain
 from ingestion.services.keys import ingestion_key_create
 from readapi.services import api_token_create
+from tests.doorclient import DoorAPIClient, DoorClient
 
 
 @dataclass
@@ -67,8 +67,35 @@ def erasure_hook():
 
 
 @pytest.fixture
-def api_client() -> APIClient:
-    return APIClient()
+def api_client() -> DoorAPIClient:
+    """DRF's test client; a request to an ingestion path is answered by the ingestion door, in
+    this process, storing inside the test's transaction (tests/doorclient.py)."""
+    return DoorAPIClient()
+
+
+@pytest.fixture
+def client() -> DoorClient:
+    """Django's test client, ingestion paths answered by the ingestion door (as `api_client`)."""
+    return DoorClient()
+
+
+@pytest.fixture(scope="session")
+def _door_server(django_db_setup, django_db_blocker):
+    from tests.ingestion.frontdoors import AsgiDoor
+
+    door = AsgiDoor().start()
+    yield door
+    with django_db_blocker.unblock():
+        door.stop()
+
+
+@pytest.fixture
+def live_door(transactional_db, _door_server):
+    """The service as production serves it: uvicorn with the ingestion door (group commit) and
+    Django behind it, in a thread of this process on the test database (`.url`). What it stores
+    its own connection commits, so the test's database access is transactional (as with
+    pytest-django's live_server)."""
+    return _door_server
 
 
 @pytest.fixture

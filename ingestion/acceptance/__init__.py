@@ -1,7 +1,7 @@
-"""The acceptance rules, free of any web framework: every ingestion door feeds a request in here
-and gets back what to store and how to answer, or a `RequestError` to render.
+"""The acceptance rules, free of any web framework: the ingestion door (ingestion/asgi.py) feeds
+a request in here and gets back what to store and how to answer, or a `RequestError` to render.
 
-One definition of each rule, shared by both doors (the DRF views and the ASGI door):
+One definition of each rule:
 `http` (path, header and framing limits), `body` (gzip, JSON), `keys` (ingestion keys),
 `fields` (identifiers, traits, times), `messages` (each call and Segment message),
 `endpoints` (what each endpoint takes, the batch loop, `accept`).

@@ -14,7 +14,7 @@ from ingestion.acceptance.errors import RequestError, too_large
 
 # A body that only Python's json reads (see `parse_json_object`) may nest at most this deep.
 # Python's reader recurses, and how deep it gets depends on how deep the caller's stack already
-# is, which differs between the doors; a bound well below that makes the answer the same.
+# is; a bound well below that makes the answer the same however deep the caller is.
 MAX_FALLBACK_DEPTH = 512
 
 

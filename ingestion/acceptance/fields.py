@@ -1,5 +1,5 @@
 """The rules for one field's value: identifiers, traits, times. Each is written once here, and
-every endpoint and both doors use it; a value that passes is one the worker and the database
+every endpoint uses it; a value that passes is one the worker and the database
 take (see docs/ingestion.md, "What is accepted")."""
 
 from __future__ import annotations

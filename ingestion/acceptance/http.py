@@ -1,7 +1,6 @@
-"""What both doors decide before and around the body: which endpoint a path names, the limits on
-headers and the request target, and whether the whole body arrived. Each door hands its request
-head over in one form, `headers` (lower-case names; a field sent several times joined with ",",
-as WSGI servers join them), so the rules see the same thing whichever door a request came in by.
+"""What the door decides before and around the body: which endpoint a path names, the limits on
+headers and the request target, and whether the whole body arrived. The door hands its request
+head over as `headers` (lower-case names; a field sent several times joined with ",").
 """
 
 from __future__ import annotations
@@ -11,24 +10,23 @@ from collections.abc import Iterable, Mapping
 from ingestion.acceptance.endpoints import ENDPOINTS
 from ingestion.acceptance.errors import RequestError, too_large
 
-# The limits gunicorn keeps by default; the ASGI server (httptools) keeps none of its own. Both
-# doors answer them here, alike (gunicorn.conf.py raises gunicorn's own above these).
+# The server (uvicorn with httptools) keeps no limits of its own on the request head: the door
+# answers these, with the service's JSON error body (the limits common HTTP servers keep).
 MAX_HEADER_LINE = 8190  # bytes of one header field, "name: value"
 MAX_HEADER_FIELDS = 100
 MAX_TARGET = 4094  # bytes of the path and query
 
 
 def endpoint_for_path(path: str) -> str | None:
-    """The ingestion endpoint a path names: `/<name>` or `/<name>/` (ingestion/urls.py routes
-    the same), else None."""
+    """The ingestion endpoint a path names: `/<name>` or `/<name>/`, else None."""
     if not path.startswith("/"):
         return None
     name = path[1:-1] if path.endswith("/") else path[1:]
     return name if name in ENDPOINTS else None
 
 
-# Fields that must come once: HTTP has no way to join two of them (gunicorn refuses a request
-# that repeats one before the service sees it; the ASGI server lets it through).
+# Fields that must come once: HTTP has no way to join two of them (the server lets a repeated one
+# through).
 _SINGLE_FIELDS = frozenset({"host", "content-type", "content-length"})
 
 

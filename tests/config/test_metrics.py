@@ -88,8 +88,8 @@ def test_django_requests_drains_and_drops_move_the_counters(
         return value(after, name, **labels) - value(before, name, **labels)
 
     requests = "eds_http_requests_total"
-    assert moved(requests, door="django", endpoint="ingest-v2-track", status="202") >= 2
-    assert moved(requests, door="django", endpoint="ingest-v1-batch", status="200") >= 1
+    assert moved(requests, door="asgi", endpoint="ingest-v2-track", status="202") >= 2
+    assert moved(requests, door="asgi", endpoint="ingest-v1-batch", status="200") >= 1
     assert moved("eds_ingestion_messages_applied_total") >= 4
     assert moved("eds_ingestion_messages_dropped_total", reason="unknown_key") >= 1
     assert moved("eds_ingestion_drain_batch_duration_seconds_count") >= 1
@@ -182,9 +182,10 @@ def _get(port: int, path: str) -> int:
 
 
 @pytest.mark.e2e
-def test_two_gunicorn_workers_count_into_one_sum_across_a_worker_restart(tmp_path):
-    """gunicorn with gunicorn.conf.py's hooks: two workers' counts add up, and a worker that
-    is killed and replaced keeps its counts in the sum."""
+def test_two_uvicorn_workers_count_into_one_sum_across_a_worker_restart(tmp_path):
+    """uvicorn --workers 2 as production runs it: two workers' counts add up, a worker that is
+    killed and replaced keeps its counts in the sum, and a new run of the server removes the
+    files of the previous run's workers (none of them runs any more)."""
     port = _free_port()
     env = {
         **os.environ,
@@ -196,12 +197,15 @@ def test_two_gunicorn_workers_count_into_one_sum_across_a_worker_restart(tmp_pat
         "DATA_DIR": str(tmp_path),
         "PROMETHEUS_MULTIPROC_DIR": "",
     }
+    directory = tmp_path / "metrics"
+    directory.mkdir()
+    previous_run = directory / "counter_999999999.db"  # a pid no process has
+    previous_run.write_bytes(b"")
     server = subprocess.Popen(
-        [str(ROOT / ".venv/bin/gunicorn"), "config.wsgi:application", "--workers", "2",
-         "--bind", f"127.0.0.1:{port}"],
+        [str(ROOT / ".venv/bin/uvicorn"), "config.asgi:application", "--workers", "2",
+         "--host", "127.0.0.1", "--port", str(port), "--no-access-log"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    directory = tmp_path / "metrics"
 
     def worker_pids() -> set[int]:
         return {int(path.stem.rpartition("_")[2]) for path in directory.glob("counter_*.db")}
@@ -213,7 +217,7 @@ def test_two_gunicorn_workers_count_into_one_sum_across_a_worker_restart(tmp_pat
                 _get(port, "/no-such-page")
                 break
             except OSError:
-                assert time.monotonic() < deadline, "gunicorn did not start"
+                assert time.monotonic() < deadline, "uvicorn did not start"
                 time.sleep(0.2)
         statuses = [_get(port, "/no-such-page") for _ in range(19)]
         killed = sorted(worker_pids())[0]
@@ -223,7 +227,7 @@ def test_two_gunicorn_workers_count_into_one_sum_across_a_worker_restart(tmp_pat
             try:
                 statuses.append(_get(port, "/no-such-page"))
             except OSError:
-                assert time.monotonic() < deadline, "gunicorn did not replace the worker"
+                assert time.monotonic() < deadline, "uvicorn did not replace the worker"
                 time.sleep(0.1)
     finally:
         server.send_signal(signal.SIGTERM)
@@ -235,3 +239,4 @@ def test_two_gunicorn_workers_count_into_one_sum_across_a_worker_restart(tmp_pat
     labels = {"door": "django", "endpoint": "unmatched", "status": "404"}
     assert registry.get_sample_value("eds_http_requests_total", labels) == 40
     assert killed in worker_pids() and len(worker_pids()) >= 2
+    assert not previous_run.exists()

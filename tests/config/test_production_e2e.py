@@ -1,5 +1,6 @@
 """The production setup as documented: DJANGO_ENV=production, PostgreSQL, RabbitMQ (or Redis),
-gunicorn with several workers and a Celery worker, each a real process."""
+uvicorn with several workers (the README's web command) and a Celery worker, each a real
+process."""
 
 import json
 import os
@@ -78,13 +79,14 @@ def http(method: str, url: str, body: dict | None = None, headers: dict | None =
 
 
 @pytest.mark.parametrize("broker_url", [RABBITMQ_URL, settings.CELERY_BROKER_URL])
-def test_gunicorn_and_a_worker_in_production_mode(broker_url, tmp_path):
+def test_uvicorn_and_a_worker_in_production_mode(broker_url, tmp_path):
     acme = make_tenant("Acme")
     env = production_env(broker_url, tmp_path)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     web = spawn(
-        ["gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", "3"],
+        ["uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "3", "--loop", "uvloop", "--http", "httptools"],
         env,
     )
     worker = spawn(
@@ -97,7 +99,7 @@ def test_gunicorn_and_a_worker_in_production_mode(broker_url, tmp_path):
             "database": "ok",
             "broker": "ok",
         }
-        for n in range(6):  # spread over the gunicorn workers
+        for n in range(6):  # spread over the uvicorn workers
             status, body = http(
                 "POST",
                 f"{base}/v2/track",

@@ -1,6 +1,6 @@
-"""Both ingestion front doors over real HTTP: the DRF views (Django's live server) and the ASGI
-door (uvicorn on uvloop and httptools, in a thread of the test process so it shares the test
-database), plus a tiny HTTP client that shows exactly what a client would see."""
+"""The ingestion door over real HTTP: uvicorn on uvloop and httptools, in a thread of the test
+process (so it shares the test database) or as its own process as production runs it, plus a
+tiny HTTP client that shows exactly what a client would see."""
 
 from __future__ import annotations
 
@@ -92,37 +92,24 @@ class AsgiDoor:
         self.sock.close()
 
 
-def serve_in_subprocess(door: str, port: int, env: dict[str, str]) -> subprocess.Popen:
-    """Start one front door as its production server would run it (a separate process)."""
+def serve_in_subprocess(port: int, env: dict[str, str]) -> subprocess.Popen:
+    """Start the service as production runs it (a separate process)."""
     root = Path(__file__).resolve().parents[2]
-    bin_dir = Path(sys.executable).parent
-    if door == "drf":
-        command = [
-            str(bin_dir / "gunicorn"),
-            "config.wsgi:application",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "1",
-            "--log-level",
-            "warning",
-        ]
-    else:
-        command = [
-            str(bin_dir / "uvicorn"),
-            "config.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--loop",
-            "uvloop",
-            "--http",
-            "httptools",
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ]
+    command = [
+        str(Path(sys.executable).parent / "uvicorn"),
+        "config.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--log-level",
+        "warning",
+        "--no-access-log",
+    ]
     return subprocess.Popen(command, cwd=root, env=env, start_new_session=True)
 
 

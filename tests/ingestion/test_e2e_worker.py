@@ -84,11 +84,11 @@ def broker():
 
 
 @pytest.fixture
-def worker_env(live_server, broker):
+def worker_env(live_door, broker):
     return service_env()
 
 
-def test_http_to_worker_to_postgresql(live_server, worker_env):
+def test_http_to_worker_to_postgresql(live_door, worker_env):
     acme = make_tenant("Acme")
     worker = start(
         "worker", "--pool", "solo", "--without-gossip", "--without-mingle", env=worker_env
@@ -96,7 +96,7 @@ def test_http_to_worker_to_postgresql(live_server, worker_env):
     try:
         assert (
             post(
-                f"{live_server.url}/v2/identify",
+                f"{live_door.url}/v2/identify",
                 {"userId": "ann", "traits": {"email": "a@x.io"}},
                 acme.key.key,
             )
@@ -104,7 +104,7 @@ def test_http_to_worker_to_postgresql(live_server, worker_env):
         )
         assert (
             post(
-                f"{live_server.url}/v2/group",
+                f"{live_door.url}/v2/group",
                 {"groupId": "acme", "userId": "ann", "traits": {"plan": "pro"}},
                 acme.key.key,
             )
@@ -112,7 +112,7 @@ def test_http_to_worker_to_postgresql(live_server, worker_env):
         )
         assert (
             post(
-                f"{live_server.url}/v2/track",
+                f"{live_door.url}/v2/track",
                 {"userId": "ann", "event": "Report_Created"},
                 acme.key.key,
             )
@@ -120,7 +120,7 @@ def test_http_to_worker_to_postgresql(live_server, worker_env):
         )
         assert (
             post(
-                f"{live_server.url}/v1/events",
+                f"{live_door.url}/v1/events",
                 {"user_id": "ann", "event": "Report_Shared", "api_key": acme.key.key},
                 "ignored",
             )
@@ -141,13 +141,13 @@ def test_http_to_worker_to_postgresql(live_server, worker_env):
 
 
 def test_the_sweep_recovers_lost_messages_and_a_killed_worker_without_double_counting(
-    live_server, worker_env, broker
+    live_door, worker_env, broker
 ):
     acme = make_tenant("Acme")
     sent = 60
     for n in range(sent):
         assert (
-            post(f"{live_server.url}/v2/track", {"userId": f"u{n % 5}", "event": "A"}, acme.key.key)
+            post(f"{live_door.url}/v2/track", {"userId": f"u{n % 5}", "event": "A"}, acme.key.key)
             == 202
         )
     assert AcceptedRequest.objects.count() == sent

@@ -81,7 +81,7 @@ def deadlocks() -> int:
 
 
 @pytest.fixture
-def two_workers(live_server, broker):
+def two_workers(live_door, broker):
     env = service_env(PGAPPNAME=WORKER_SESSIONS)
     options = ("worker", "--pool", "solo", "--without-gossip", "--without-mingle")
     workers = [start(*options, "--hostname", f"race{n}@%h", env=env) for n in (1, 2)]
@@ -98,13 +98,13 @@ def broker():
     client.flushdb()
 
 
-def test_an_erasure_during_two_workers_drains_completes(live_server, two_workers):
+def test_an_erasure_during_two_workers_drains_completes(live_door, two_workers):
     acme = make_tenant("Acme")
     _, token = api_token_create(product_id=acme.product.id, name="eraser", scopes=["delete"])
     deadlocks_before = deadlocks()
     # Ada exists (the workers are up and draining) before the burst begins.
     path, body = call(0)
-    assert post(f"{live_server.url}/{path}", body, acme.key.key) == 202
+    assert post(f"{live_door.url}/{path}", body, acme.key.key) == 202
     wait_for(lambda: User.objects.filter(tracking_id=ADA).exists(), timeout=30)
     ada_id = User.objects.get(tracking_id=ADA).id
 
@@ -112,14 +112,14 @@ def test_an_erasure_during_two_workers_drains_completes(live_server, two_workers
 
     def send(number: int) -> None:
         path, body = call(number)
-        assert post(f"{live_server.url}/{path}", body, acme.key.key) == 202
+        assert post(f"{live_door.url}/{path}", body, acme.key.key) == 202
         answered_at[number] = time.time()
 
     deletion: dict = {}
 
     def erase_soon() -> None:
         time.sleep(0.3)
-        deletion.update(delete(f"{live_server.url}/v2/users/{ada_id}?suppress=false", token))
+        deletion.update(delete(f"{live_door.url}/v2/users/{ada_id}?suppress=false", token))
 
     eraser = threading.Thread(target=erase_soon)
     with ThreadPoolExecutor(max_workers=6) as senders:
@@ -127,7 +127,7 @@ def test_an_erasure_during_two_workers_drains_completes(live_server, two_workers
         list(senders.map(send, range(1, CALLS)))
     eraser.join()
 
-    url = f"{live_server.url}{deletion['_links']['self']}"
+    url = f"{live_door.url}{deletion['_links']['self']}"
     wait_for(lambda: receipt(url, token)["status"] in ("completed", "failed"), timeout=40)
     wait_for(lambda: not AcceptedRequest.objects.exists(), timeout=40)
     done = receipt(url, token)

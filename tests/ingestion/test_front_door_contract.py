@@ -1,7 +1,5 @@
-"""One contract, two front doors: the DRF views and the ASGI door answer every request alike.
-
-Each test runs against both over real HTTP and checks what a client sees (status, body, headers)
-and what the acceptance store holds afterwards.
+"""The ingestion door's contract over real HTTP (uvicorn, as production runs it): what a client
+sees (status, body, headers) and what the acceptance store holds afterwards.
 """
 
 import base64
@@ -17,7 +15,6 @@ from ingestion.acceptance import digest_key
 from ingestion.models import AcceptedRequest
 from ingestion.store import backlog_refresh
 from tests.ingestion.frontdoors import (
-    AsgiDoor,
     database_url_of_tests,
     free_port,
     request,
@@ -26,23 +23,11 @@ from tests.ingestion.frontdoors import (
 )
 
 
-@pytest.fixture(scope="session")
-def asgi_door(django_db_setup, django_db_blocker):
-    door = AsgiDoor().start()
-    yield door
-    with django_db_blocker.unblock():
-        door.stop()
-
-
-@pytest.fixture(params=["drf", "asgi"])
-def door(request, transactional_db):
-    """The base URL of one front door; the test database is shared with it."""
+@pytest.fixture
+def door(transactional_db, live_door):
+    """The base URL of the door; the test database is shared with it."""
     backlog_refresh()  # the count another test's rows left in this process's cache is stale
-    if request.param == "drf":
-        url = request.getfixturevalue("live_server").url
-    else:
-        url = request.getfixturevalue("asgi_door").url
-    yield url
+    yield live_door.url
 
 
 def post(url: str, path: str, body, *, auth: str | None = None, headers: dict | None = None):
@@ -239,16 +224,15 @@ def test_a_backlog_over_its_limit_answers_503_with_retry_after(door, acme, setti
     assert [row.messages[0]["userId"] for row in stored()] == ["usr_ann"]
 
 
-def test_the_rest_of_the_service_is_served_behind_either_door(door):
+def test_the_rest_of_the_service_is_served_behind_the_door(door):
     reply = request(door, "GET", "/healthz")
     assert reply.status == 200
     assert reply.json()["database"] == "ok"
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("door_name", ["drf", "asgi"])
-def test_a_database_that_cannot_be_reached_answers_503_with_retry_after(door_name, settings):
-    """Each door as its own server process, pointed at a PostgreSQL port nobody listens on."""
+def test_a_database_that_cannot_be_reached_answers_503_with_retry_after(settings):
+    """The service as its own server process, pointed at a PostgreSQL port nobody listens on."""
     port = free_port()
     env = {
         **os.environ,
@@ -258,7 +242,7 @@ def test_a_database_that_cannot_be_reached_answers_503_with_retry_after(door_nam
         "INGESTION_RETRY_AFTER_SECONDS": "9",
         "LOG_LEVEL": "CRITICAL",
     }
-    server = serve_in_subprocess(door_name, port, env)
+    server = serve_in_subprocess(port, env)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_for_http(url, server)
@@ -272,10 +256,7 @@ def test_a_database_that_cannot_be_reached_answers_503_with_retry_after(door_nam
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("door_name", ["drf", "asgi"])
-def test_a_broker_that_cannot_be_reached_still_gets_a_stored_202(
-    door_name, transactional_db, settings
-):
+def test_a_broker_that_cannot_be_reached_still_gets_a_stored_202(transactional_db, settings):
     """The wake-up to a worker is best effort: the sweep applies what a lost wake-up left."""
     port = free_port()
     env = {
@@ -285,7 +266,7 @@ def test_a_broker_that_cannot_be_reached_still_gets_a_stored_202(
         "CELERY_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0",
         "LOG_LEVEL": "CRITICAL",
     }
-    server = serve_in_subprocess(door_name, port, env)
+    server = serve_in_subprocess(port, env)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_for_http(url, server)

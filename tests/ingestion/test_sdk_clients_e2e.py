@@ -16,10 +16,10 @@ pytestmark = pytest.mark.e2e
 WHEN = datetime(2025, 6, 13, 4, 45, 14, tzinfo=UTC)
 
 
-def segment_client(live_server, key: str, errors: list, **options) -> SegmentClient:
+def segment_client(live_door, key: str, errors: list, **options) -> SegmentClient:
     return SegmentClient(
         key,
-        host=live_server.url,
+        host=live_door.url,
         gzip=True,
         on_error=lambda error, batch: errors.append(error),
         upload_interval=0.05,
@@ -28,10 +28,10 @@ def segment_client(live_server, key: str, errors: list, **options) -> SegmentCli
     )
 
 
-def rudder_client(live_server, key: str, errors: list) -> RudderClient:
+def rudder_client(live_door, key: str, errors: list) -> RudderClient:
     return RudderClient(  # gzip is on by default in RudderStack's SDK
         key,
-        host=live_server.url,
+        host=live_door.url,
         on_error=lambda error, batch: errors.append(error),
         upload_interval=0.05,
         max_retries=3,
@@ -85,10 +85,10 @@ def assert_session_stored(tenant) -> None:
     assert drop.reason == "unsupported_type"  # the alias call
 
 
-def test_segment_analytics_python_posts_unchanged(acme, live_server, drain):
+def test_segment_analytics_python_posts_unchanged(acme, live_door, drain):
     errors: list = []
 
-    send_a_session(segment_client(live_server, acme.key.key, errors))
+    send_a_session(segment_client(live_door, acme.key.key, errors))
 
     assert errors == []
     assert AcceptedRequest.objects.exists()
@@ -96,24 +96,24 @@ def test_segment_analytics_python_posts_unchanged(acme, live_server, drain):
     assert_session_stored(acme)
 
 
-def test_rudder_sdk_python_posts_unchanged(acme, live_server, drain):
+def test_rudder_sdk_python_posts_unchanged(acme, live_door, drain):
     errors: list = []
 
-    send_a_session(rudder_client(live_server, acme.key.key, errors))
+    send_a_session(rudder_client(live_door, acme.key.key, errors))
 
     assert errors == []
     drain()
     assert_session_stored(acme)
 
 
-def test_the_sdk_waits_out_a_503_and_its_batch_lands_once(acme, live_server, drain, settings):
+def test_the_sdk_waits_out_a_503_and_its_batch_lands_once(acme, live_door, drain, settings):
     """While the backlog is over its limit the SDK gets 503 + Retry-After, waits, retries."""
     settings.INGESTION_RETRY_AFTER_SECONDS = 1
     settings.INGESTION_BACKLOG_LIMIT = 0
     reopen = threading.Timer(1.5, lambda: setattr(settings, "INGESTION_BACKLOG_LIMIT", 10**6))
     reopen.start()
     errors: list = []
-    client = segment_client(live_server, acme.key.key, errors, sync_mode=False)
+    client = segment_client(live_door, acme.key.key, errors, sync_mode=False)
 
     client.track("usr_ann", "Report_Created", timestamp=WHEN, message_id="m-1")
     client.shutdown()
@@ -124,10 +124,10 @@ def test_the_sdk_waits_out_a_503_and_its_batch_lands_once(acme, live_server, dra
     assert Event.objects.filter(product=acme.product).count() == 1
 
 
-def test_a_bad_key_is_answered_like_segment_so_the_sdk_reports_no_error(acme, live_server, drain):
+def test_a_bad_key_is_answered_like_segment_so_the_sdk_reports_no_error(acme, live_door, drain):
     errors: list = []
 
-    client = segment_client(live_server, "not-a-key-of-ours", errors)
+    client = segment_client(live_door, "not-a-key-of-ours", errors)
     client.track("usr_ann", "Report_Created", timestamp=WHEN)
     client.shutdown()
 

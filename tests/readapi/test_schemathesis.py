@@ -181,7 +181,7 @@ def filter_case(context, case):
 """
 
 
-def run_schemathesis(live_server, tmp_path, *args: str, max_examples: int = 10) -> None:
+def run_schemathesis(live_door, tmp_path, *args: str, max_examples: int = 10) -> None:
     """`st run --checks all` against the live server; the output on failure."""
     hooks = tmp_path / "schemathesis_hooks.py"
     hooks.write_text(HOOKS)
@@ -194,7 +194,7 @@ def run_schemathesis(live_server, tmp_path, *args: str, max_examples: int = 10) 
     command = [
         str(ST),
         "run",
-        f"{live_server.url}/api/schema/",
+        f"{live_door.url}/api/schema/",
         "--checks",
         "all",
         "--max-examples",
@@ -228,9 +228,9 @@ def run_schemathesis(live_server, tmp_path, *args: str, max_examples: int = 10) 
     assert result.returncode == 0, report[-30000:]
 
 
-def test_read_api_passes_every_schemathesis_check(live_server, tenant, tmp_path):
+def test_read_api_passes_every_schemathesis_check(live_door, tenant, tmp_path):
     run_schemathesis(
-        live_server,
+        live_door,
         tmp_path,
         "--include-path-regex",
         READ_PATHS,
@@ -239,9 +239,9 @@ def test_read_api_passes_every_schemathesis_check(live_server, tenant, tmp_path)
     )
 
 
-def test_ingestion_passes_every_schemathesis_check(live_server, tenant, tmp_path):
+def test_ingestion_passes_every_schemathesis_check(live_door, tenant, tmp_path):
     run_schemathesis(
-        live_server,
+        live_door,
         tmp_path,
         "--include-path-regex",
         INGESTION_PATHS,
