@@ -1,7 +1,5 @@
 """Admin: products, workspaces (scoring settings with weights inline), segments, and the data."""
 
-import json
-
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
@@ -28,11 +26,10 @@ from engagement.models import (
     UserScore,
     Workspace,
 )
+from engagement.presentation import account_name, split_traits, user_name
 from engagement.segments import ACCOUNT_METRICS, OPERATORS, segment_conditions_validate
-from engagement.selectors import read_traits
 from engagement.services import product_create
-
-MARKETPLACE_PREFIX = "am."
+from engagement.stored_json import read_traits
 
 
 class ProductMembershipInline(admin.TabularInline):
@@ -239,22 +236,11 @@ def _trait(key: str):
     return KeyTextTransform(key, "traits")
 
 
-def _value_text(value) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
 def traits_table(obj) -> str:
     """The traits as a read-only table: the subject's own, then the marketplace license
     (`am.` traits) under its own heading. Values are escaped by the template."""
     traits = read_traits(obj) if obj is not None and obj.pk else {}
-    own = sorted(
-        (k, _value_text(v)) for k, v in traits.items() if not k.startswith(MARKETPLACE_PREFIX)
-    )
-    license_ = sorted(
-        (k, _value_text(v)) for k, v in traits.items() if k.startswith(MARKETPLACE_PREFIX)
-    )
+    own, license_ = split_traits(traits)
     return render_to_string(
         "admin/engagement/traits_table.html",
         {"groups": [("Traits", own), ("Marketplace license", license_)], "empty": not traits},
@@ -283,11 +269,16 @@ class ScoredListMixin:
         )
 
     def name_expression(self):
+        """What the Name column sorts by: the name trait as text (the column shows the name
+        engagement.presentation gives, as the read API and the dashboard do)."""
         return _trait("name")
+
+    def presented_name(self, obj) -> str | None:
+        raise NotImplementedError
 
     @admin.display(description="Name", ordering="display_name")
     def name(self, obj):
-        return obj.display_name or "-"
+        return self.presented_name(obj) or "-"
 
     @admin.display(description="Score", ordering="default_score")
     def score(self, obj):
@@ -392,6 +383,9 @@ class UserAdmin(ErasureActionMixin, ScoredListMixin, admin.ModelAdmin):
         )
         return Coalesce(_trait("name"), full, output_field=text)
 
+    def presented_name(self, obj) -> str | None:
+        return user_name(read_traits(obj), obj.email)
+
 
 @admin.register(Account)
 class AccountAdmin(ErasureActionMixin, ScoredListMixin, admin.ModelAdmin):
@@ -422,6 +416,9 @@ class AccountAdmin(ErasureActionMixin, ScoredListMixin, admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(display_domain=_trait("domain"))
+
+    def presented_name(self, obj) -> str | None:
+        return account_name(read_traits(obj))
 
     @admin.display(description="Domain", ordering="display_domain")
     def domain(self, obj):

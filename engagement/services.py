@@ -21,6 +21,7 @@ from engagement.models import (
     User,
     Workspace,
 )
+from engagement.presentation import MARKETPLACE_PREFIX
 from engagement.track_staging import StagedTracks
 
 MessageType = Literal["identify", "group", "track"]
@@ -374,7 +375,7 @@ def account_prefixed_traits_replace(
     *,
     product_id: int,
     traits_by_tracking_id: dict[str, dict],
-    prefix: str = "am.",
+    prefix: str = MARKETPLACE_PREFIX,
     fallback_names: dict[str, str] | None = None,
 ) -> PrefixedTraitsResult:
     """Replace every trait whose key starts with `prefix` on these accounts; others stay.

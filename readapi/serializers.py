@@ -7,24 +7,30 @@ One format for every record (docs/read-api.md "Record format"): times are `times
 whole-number metrics integers, shares and ranks rounded by `rounded_fraction`, unknown values null.
 """
 
-import math
-from datetime import UTC, datetime
-from decimal import ROUND_HALF_UP, Decimal
+from datetime import datetime
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from engagement.models import Account, User
-from engagement.scoring import tenure_days
-from engagement.selectors import (
-    USER_MATCH_TYPES,
-    read_account_filter,
-    read_conditions,
-    read_traits,
-    score_computed_at,
+from engagement.presentation import (
+    ScoredAccount,
+    ScoredUser,
+    account_last_seen,
+    account_name,
+    user_last_seen,
 )
-from readapi.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from engagement.ranking import score_computed_at
+from engagement.scoring import tenure_days
+from engagement.stored_json import read_account_filter, read_conditions
+from readapi.formats import (
+    RANK_DECIMALS,
+    SHARE_DECIMALS,
+    TimestampField,
+    rounded_fraction,
+    timestamp,
+    whole_number,
+)
 
 
 def _link(context: dict, path: str) -> str:
@@ -32,54 +38,6 @@ def _link(context: dict, path: str) -> str:
 
 
 # --- Shared pieces ----------------------------------------------------------------------------
-
-
-def timestamp(value: datetime | None) -> str | None:
-    """A time as every read API field carries it: ISO 8601 in UTC with microseconds,
-    `2026-11-23T10:15:00.123456Z` (a naive time is taken as UTC)."""
-    if value is None:
-        return None
-    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return f"{value.replace(tzinfo=None).isoformat(timespec='microseconds')}Z"
-
-
-class TimestampField(serializers.DateTimeField):
-    """A date-time field rendered by `timestamp()`."""
-
-    def to_representation(self, value: datetime | None) -> str | None:
-        return timestamp(value)
-
-
-def _finite(value: object) -> float | None:
-    """A stored number as JSON can carry it: NaN and infinities (PostgreSQL stores them), and
-    anything that is not a number, as null."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer beyond a double, in an old breakdown
-        return None
-    return number if math.isfinite(number) else None
-
-
-def whole_number(value: object) -> int | None:
-    """A metric the formula makes a whole number (weights and counts are whole), as an integer;
-    a stored fraction (an import) rounds half up."""
-    number = _finite(value)
-    return None if number is None else math.floor(number + 0.5)
-
-
-def rounded_fraction(value: object, places: int) -> float | None:
-    """A fraction rounded half up to `places` decimals, as its shortest decimal text reads."""
-    number = _finite(value)
-    if number is None:
-        return None
-    exact = Decimal(repr(number)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
-    return float(exact)
-
-
-RANK_DECIMALS = 1  # percentile_rank
-SHARE_DECIMALS = 4  # adoption, active_user_share
 
 
 class _ReadWith:
@@ -203,7 +161,7 @@ def _breakdown(items: list) -> list[dict]:
 
 
 class ScoredRecordSerializer(serializers.Serializer):
-    """The metrics accounts and users both carry; the instance is their score row.
+    """The metrics accounts and users both carry; the instance is a ScoredAccount or ScoredUser.
 
     Records are built directly (`to_representation`) rather than field by field: a page of 100
     records is on every list request's hot path and DRF's per-field machinery costs more than the
@@ -245,19 +203,22 @@ class ScoredRecordSerializer(serializers.Serializer):
 
     collection = ""  # "accounts" or "users": the API collection of the record's own link
 
-    def subject(self, score):
+    def subject(self, found):
         raise NotImplementedError
 
     def fallback_first_seen(self, subject):
         raise NotImplementedError
 
-    def metrics(self, score, traits: dict) -> dict:
-        subject = self.subject(score)
+    def seen_last(self, found) -> datetime | None:
+        raise NotImplementedError
+
+    def metrics(self, found: ScoredAccount | ScoredUser) -> dict:
+        score, subject = found.score, self.subject(found)
         scored = score.pk is not None
         if scored and score.tenure_days is not None:
             tenure = score.tenure_days  # the engine's figure when it stored one
         else:
-            tenure = tenure_days(traits=traits, first_seen=self.fallback_first_seen(subject))
+            tenure = tenure_days(traits=found.traits, first_seen=self.fallback_first_seen(subject))
         computed_at = score_computed_at(score=score, workspace=self.context["workspace"])
         return {
             "workspace_id": score.workspace_id,
@@ -270,17 +231,17 @@ class ScoredRecordSerializer(serializers.Serializer):
             "active_days": score.active_days,
             "adoption": rounded_fraction(score.adoption, SHARE_DECIMALS),
             "events_in_window": score.events_in_window,
-            "last_seen": timestamp(score.last_seen),
+            "last_seen": timestamp(self.seen_last(found)),
             "tenure_days": tenure,
             "score_breakdown": _breakdown(score.score_breakdown),
             "scored_at": timestamp(computed_at),
         }
 
-    def finish(self, data: dict, score, traits: dict) -> dict:
-        subject = self.subject(score)
+    def finish(self, data: dict, found: ScoredAccount | ScoredUser) -> dict:
+        subject, score = self.subject(found), found.score
         expand = self.context.get("expand", ())
         if "traits" in expand:
-            data["traits"] = traits
+            data["traits"] = found.traits
         if "segments" in expand:
             members = self.context.get("segments", {}).get(subject.id, [])
             data["segments"] = SegmentRefSerializer(members, many=True, context=self.context).data
@@ -293,7 +254,7 @@ class ScoredRecordSerializer(serializers.Serializer):
 
 
 class AccountSerializer(ScoredRecordSerializer):
-    """An account and its metrics in one workspace (instance: an AccountScore with .account)."""
+    """An account and its metrics in one workspace (instance: a ScoredAccount)."""
 
     id = serializers.IntegerField()
     tracking_id = serializers.CharField()
@@ -308,32 +269,33 @@ class AccountSerializer(ScoredRecordSerializer):
 
     collection = "accounts"
 
-    def subject(self, score) -> Account:
-        return score.account
+    def subject(self, found: ScoredAccount) -> Account:
+        return found.account
 
     def fallback_first_seen(self, account: Account):
         return account.created_at
 
-    def to_representation(self, score) -> dict:
-        account = score.account
-        traits = read_traits(account)
-        name = traits.get("name")
+    def seen_last(self, found: ScoredAccount) -> datetime | None:
+        return account_last_seen(found.score)
+
+    def to_representation(self, found: ScoredAccount) -> dict:
+        account, score = found.account, found.score
         data = {
             "id": account.id,
             "tracking_id": account.tracking_id,
-            "name": name if isinstance(name, str) else None,
+            "name": account_name(found.traits),
             "identified": account.identified,
             "created_at": timestamp(account.created_at),
-            **self.metrics(score, traits),
+            **self.metrics(found),
             "active_users": score.active_users,
             "total_users": score.total_users,
             "active_user_share": rounded_fraction(score.active_user_share, SHARE_DECIMALS),
         }
-        return self.finish(data, score, traits)
+        return self.finish(data, found)
 
 
 class UserSerializer(ScoredRecordSerializer):
-    """A user and their metrics in one workspace (instance: a UserScore with .user)."""
+    """A user and their metrics in one workspace (instance: a ScoredUser)."""
 
     id = serializers.IntegerField()
     tracking_id = serializers.CharField()
@@ -343,28 +305,26 @@ class UserSerializer(ScoredRecordSerializer):
 
     collection = "users"
 
-    def subject(self, score) -> User:
-        return score.user
+    def subject(self, found: ScoredUser) -> User:
+        return found.user
 
     def fallback_first_seen(self, user: User):
         return user.first_seen_at or user.created_at
 
-    def to_representation(self, score) -> dict:
-        user = score.user
-        traits = read_traits(user)
+    def seen_last(self, found: ScoredUser) -> datetime | None:
+        return user_last_seen(found.user, found.score)
+
+    def to_representation(self, found: ScoredUser) -> dict:
+        user = found.user
         data = {
             "id": user.id,
             "tracking_id": user.tracking_id,
             "email": user.email or None,
             "identified": user.identified,
             "first_seen": timestamp(user.first_seen_at),
-            **self.metrics(score, traits),
+            **self.metrics(found),
         }
-        # The user row's own last-seen time is written as events are applied, seconds before
-        # the next score refresh: the fresher of the two is what a reader wants.
-        if user.last_seen_at and (score.last_seen is None or user.last_seen_at > score.last_seen):
-            data["last_seen"] = timestamp(user.last_seen_at)
-        return self.finish(data, score, traits)
+        return self.finish(data, found)
 
 
 # --- Segments ---------------------------------------------------------------------------------
@@ -420,99 +380,3 @@ class SegmentMemberSerializer(serializers.Serializer):
             ),
             "workspace": _link(self.context, f"/v2/workspaces/{workspace_id}"),
         }
-
-
-# --- Query parameters -------------------------------------------------------------------------
-
-
-class ExpandField(serializers.CharField):
-    """A comma-separated subset of `choices`, parsed into a set."""
-
-    def __init__(self, *, choices: tuple[str, ...], **kwargs) -> None:
-        self.choices = choices
-        kwargs.setdefault("required", False)
-        kwargs.setdefault("help_text", f"Comma-separated: {', '.join(choices)}.")
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data) -> set[str]:
-        names = {name.strip() for name in super().to_internal_value(data).split(",")}
-        names.discard("")
-        unknown = sorted(names - set(self.choices))
-        if unknown:
-            raise serializers.ValidationError(
-                f"Unknown expand value(s): {', '.join(unknown)}; "
-                f"allowed: {', '.join(self.choices)}."
-            )
-        return names
-
-
-@extend_schema_field(OpenApiTypes.INT)
-class IdField(serializers.IntegerField):
-    def __init__(self, **kwargs) -> None:
-        kwargs.setdefault("min_value", 1)
-        kwargs.setdefault("max_value", 2**63 - 1)
-        super().__init__(**kwargs)
-
-
-class WindowQuery(serializers.Serializer):
-    limit = serializers.IntegerField(
-        min_value=1,
-        max_value=MAX_LIMIT,
-        default=DEFAULT_LIMIT,
-        help_text=f"Page size, 1-{MAX_LIMIT} (default {DEFAULT_LIMIT}).",
-    )
-    offset = serializers.IntegerField(
-        min_value=0, max_value=2**31 - 1, default=0, help_text="Records to skip (default 0)."
-    )
-
-
-class WorkspaceListQuery(WindowQuery):
-    pass
-
-
-class WorkspaceDetailQuery(serializers.Serializer):
-    expand = ExpandField(choices=("stats",))
-
-
-class WorkspaceScopedListQuery(WindowQuery):
-    workspace_id = IdField(help_text="The workspace (from GET /v2/workspaces).")
-
-
-class AccountListQuery(WorkspaceScopedListQuery):
-    expand = ExpandField(choices=("traits", "segments"))
-
-
-class RecordDetailQuery(serializers.Serializer):
-    workspace_id = IdField(
-        required=False, help_text="The workspace of the metrics (default: the product's first)."
-    )
-    expand = ExpandField(choices=("traits", "segments"))
-
-
-class UserListQuery(AccountListQuery):
-    match_type = serializers.ChoiceField(
-        choices=list(USER_MATCH_TYPES),
-        required=False,
-        help_text="Look a user up by this (give match_value too).",
-    )
-    match_value = serializers.CharField(
-        required=False,
-        max_length=320,
-        help_text="The email or tracking id to look up (give match_type too).",
-    )
-
-
-class SegmentMembersQuery(WindowQuery):
-    pass
-
-
-class V1AccountQuery(AccountListQuery):
-    id = IdField(
-        required=False, help_text="The account's id (or match_type and match_value, not both)."
-    )
-    match_type = serializers.CharField(
-        required=False,
-        max_length=255,
-        help_text="domain, name, tracking_id or any trait name (give match_value too).",
-    )
-    match_value = serializers.CharField(required=False, max_length=1000)
