@@ -1,5 +1,6 @@
 """How the read API writes values (docs/read-api.md "Record format"): times as `timestamp()`
-text, whole-number metrics as integers, shares and ranks rounded by `rounded_fraction`."""
+text, whole-number metrics as integers, shares and ranks rounded by `rounded_fraction`, and JSON
+columns as the read selectors render them."""
 
 import math
 from datetime import UTC, datetime
@@ -54,3 +55,23 @@ def rounded_fraction(value: object, places: int) -> float | None:
 
 RANK_DECIMALS = 1  # percentile_rank
 SHARE_DECIMALS = 4  # adoption, active_user_share
+
+
+class _ReadWith:
+    """A field whose value is `read(instance)`: a JSON column as the read selectors render it
+    (they load it as text, so it is never decoded on the way, see engagement.selectors)."""
+
+    def __init__(self, *args, read, **kwargs) -> None:
+        self.read = read
+        super().__init__(*args, **kwargs)
+
+    def get_attribute(self, instance):
+        return self.read(instance)
+
+
+class ReadDictField(_ReadWith, serializers.DictField):
+    pass
+
+
+class ReadListField(_ReadWith, serializers.ListField):
+    pass

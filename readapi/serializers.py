@@ -7,6 +7,7 @@ One format for every record (docs/read-api.md "Record format"): times are `times
 whole-number metrics integers, shares and ranks rounded by `rounded_fraction`, unknown values null.
 """
 
+from collections.abc import Callable
 from datetime import datetime
 
 from drf_spectacular.utils import extend_schema_field
@@ -26,6 +27,8 @@ from engagement.stored_json import read_account_filter, read_conditions
 from readapi.formats import (
     RANK_DECIMALS,
     SHARE_DECIMALS,
+    ReadDictField,
+    ReadListField,
     TimestampField,
     rounded_fraction,
     timestamp,
@@ -38,26 +41,6 @@ def _link(context: dict, path: str) -> str:
 
 
 # --- Shared pieces ----------------------------------------------------------------------------
-
-
-class _ReadWith:
-    """A field whose value is `read(instance)`: a JSON column as the read selectors render it
-    (they load it as text, so it is never decoded on the way, see engagement.selectors)."""
-
-    def __init__(self, *args, read, **kwargs) -> None:
-        self.read = read
-        super().__init__(*args, **kwargs)
-
-    def get_attribute(self, instance):
-        return self.read(instance)
-
-
-class ReadDictField(_ReadWith, serializers.DictField):
-    pass
-
-
-class ReadListField(_ReadWith, serializers.ListField):
-    pass
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -160,43 +143,91 @@ def _breakdown(items: list) -> list[dict]:
     ]
 
 
+def read(field: serializers.Field, value: Callable) -> serializers.Field:
+    """A record's field and how its value is read: value(serializer, found) with `found` a
+    ScoredAccount or ScoredUser. The record is this one list of fields: the schema documents it
+    and `to_representation` renders it."""
+    field.read_value = value
+    return field
+
+
+def _tenure(serializer, found) -> int:
+    score = found.score
+    if score.pk is not None and score.tenure_days is not None:
+        return score.tenure_days  # the engine's figure when it stored one
+    first_seen = serializer.fallback_first_seen(serializer.subject(found))
+    return tenure_days(traits=found.traits, first_seen=first_seen)
+
+
+def _scored_at(serializer, found) -> str | None:
+    workspace = serializer.context["workspace"]
+    return timestamp(score_computed_at(score=found.score, workspace=workspace))
+
+
 class ScoredRecordSerializer(serializers.Serializer):
     """The metrics accounts and users both carry; the instance is a ScoredAccount or ScoredUser.
 
-    Records are built directly (`to_representation`) rather than field by field: a page of 100
-    records is on every list request's hot path and DRF's per-field machinery costs more than the
-    queries behind it. The declared fields document the record for the OpenAPI schema, and a test
-    checks that both say the same.
+    Records are built directly (`to_representation`) from the declared fields' `read` values
+    rather than by DRF's per-field machinery: a page of 100 records is on every list request's hot
+    path, and that machinery costs more than the queries behind it.
     """
 
-    workspace_id = serializers.IntegerField()
-    engagement_score = serializers.IntegerField(help_text="0-100 in this workspace.")
-    score_change = serializers.IntegerField(help_text="Now minus one lookback period earlier.")
-    previous_score = serializers.IntegerField(help_text="The score one lookback period earlier.")
-    percentile_rank = serializers.FloatField(
-        allow_null=True, help_text="0-100 within the workspace, one decimal."
+    workspace_id = read(serializers.IntegerField(), lambda s, f: f.score.workspace_id)
+    engagement_score = read(
+        serializers.IntegerField(help_text="0-100 in this workspace."),
+        lambda s, f: f.score.engagement_score,
     )
-    raw_score = serializers.IntegerField(
-        allow_null=True, help_text="Sum of event weights in the window."
+    score_change = read(
+        serializers.IntegerField(help_text="Now minus one lookback period earlier."),
+        lambda s, f: f.score.score_change,
     )
-    previous_raw_score = serializers.IntegerField(
-        allow_null=True, help_text="The raw score of the window one lookback period earlier."
+    previous_score = read(
+        serializers.IntegerField(help_text="The score one lookback period earlier."),
+        lambda s, f: f.score.previous_score,
     )
-    active_days = serializers.IntegerField()
-    adoption = serializers.FloatField(
-        allow_null=True, help_text="Share (0-1) of weighted event names used, four decimals."
+    percentile_rank = read(
+        serializers.FloatField(
+            allow_null=True, help_text="0-100 within the workspace, one decimal."
+        ),
+        lambda s, f: rounded_fraction(f.score.percentile_rank, RANK_DECIMALS),
     )
-    events_in_window = serializers.IntegerField()
-    last_seen = TimestampField(allow_null=True)
-    tenure_days = serializers.IntegerField(
-        help_text="Days since the createdAt trait, else since first seen."
+    raw_score = read(
+        serializers.IntegerField(allow_null=True, help_text="Sum of event weights in the window."),
+        lambda s, f: whole_number(f.score.raw_score),
     )
-    score_breakdown = BreakdownItemSerializer(many=True)
-    scored_at = TimestampField(
-        allow_null=True,
-        help_text="When the score was last computed (the workspace's last score refresh); "
-        "null before the first scoring.",
+    previous_raw_score = read(
+        serializers.IntegerField(
+            allow_null=True, help_text="The raw score of the window one lookback period earlier."
+        ),
+        lambda s, f: whole_number(f.score.previous_raw_score),
     )
+    active_days = read(serializers.IntegerField(), lambda s, f: f.score.active_days)
+    adoption = read(
+        serializers.FloatField(
+            allow_null=True, help_text="Share (0-1) of weighted event names used, four decimals."
+        ),
+        lambda s, f: rounded_fraction(f.score.adoption, SHARE_DECIMALS),
+    )
+    events_in_window = read(serializers.IntegerField(), lambda s, f: f.score.events_in_window)
+    last_seen = read(TimestampField(allow_null=True), lambda s, f: timestamp(s.seen_last(f)))
+    tenure_days = read(
+        serializers.IntegerField(
+            help_text="Days since the createdAt trait, else since first seen."
+        ),
+        _tenure,
+    )
+    score_breakdown = read(
+        BreakdownItemSerializer(many=True), lambda s, f: _breakdown(f.score.score_breakdown)
+    )
+    scored_at = read(
+        TimestampField(
+            allow_null=True,
+            help_text="When the score was last computed (the workspace's last score refresh); "
+            "null before the first scoring.",
+        ),
+        _scored_at,
+    )
+    # Added by `finish`: the expansions asked for, and the links.
     traits = serializers.DictField(required=False, help_text="With expand=traits only.")
     segments = SegmentRefSerializer(many=True, required=False, help_text="expand=segments only.")
     _links = RecordLinksSerializer()
@@ -212,30 +243,23 @@ class ScoredRecordSerializer(serializers.Serializer):
     def seen_last(self, found) -> datetime | None:
         raise NotImplementedError
 
-    def metrics(self, found: ScoredAccount | ScoredUser) -> dict:
-        score, subject = found.score, self.subject(found)
-        scored = score.pk is not None
-        if scored and score.tenure_days is not None:
-            tenure = score.tenure_days  # the engine's figure when it stored one
-        else:
-            tenure = tenure_days(traits=found.traits, first_seen=self.fallback_first_seen(subject))
-        computed_at = score_computed_at(score=score, workspace=self.context["workspace"])
-        return {
-            "workspace_id": score.workspace_id,
-            "engagement_score": score.engagement_score,
-            "score_change": score.score_change,
-            "previous_score": score.previous_score,
-            "percentile_rank": rounded_fraction(score.percentile_rank, RANK_DECIMALS),
-            "raw_score": whole_number(score.raw_score),
-            "previous_raw_score": whole_number(score.previous_raw_score),
-            "active_days": score.active_days,
-            "adoption": rounded_fraction(score.adoption, SHARE_DECIMALS),
-            "events_in_window": score.events_in_window,
-            "last_seen": timestamp(self.seen_last(found)),
-            "tenure_days": tenure,
-            "score_breakdown": _breakdown(score.score_breakdown),
-            "scored_at": timestamp(computed_at),
-        }
+    @classmethod
+    def readers(cls) -> list[tuple[str, Callable]]:
+        """(name, read) of the record's fields: the subclass's own first, then the metrics."""
+        found = cls.__dict__.get("_readers")
+        if found is None:
+            fields = cls._declared_fields
+            inherited = {
+                name for base in cls.__mro__[1:] for name in vars(base).get("_declared_fields", {})
+            }
+            names = sorted(fields, key=lambda name: name in inherited)  # stable: own first
+            found = [(n, fields[n].read_value) for n in names if hasattr(fields[n], "read_value")]
+            cls._readers = found
+        return found
+
+    def to_representation(self, found: ScoredAccount | ScoredUser) -> dict:
+        data = {name: value(self, found) for name, value in self.readers()}
+        return self.finish(data, found)
 
     def finish(self, data: dict, found: ScoredAccount | ScoredUser) -> dict:
         subject, score = self.subject(found), found.score
@@ -254,17 +278,27 @@ class ScoredRecordSerializer(serializers.Serializer):
 
 
 class AccountSerializer(ScoredRecordSerializer):
-    """An account and its metrics in one workspace (instance: a ScoredAccount)."""
+    """An account and its metrics in one workspace."""
 
-    id = serializers.IntegerField()
-    tracking_id = serializers.CharField()
-    name = serializers.CharField(allow_null=True, help_text="The name trait, when a string.")
-    identified = serializers.BooleanField()
-    created_at = TimestampField()
-    active_users = serializers.IntegerField()
-    total_users = serializers.IntegerField()
-    active_user_share = serializers.FloatField(
-        allow_null=True, help_text="Share (0-1) of users active, four decimals."
+    # The instance is a ScoredAccount (engagement.selectors).
+
+    id = read(serializers.IntegerField(), lambda s, f: f.account.id)
+    tracking_id = read(serializers.CharField(), lambda s, f: f.account.tracking_id)
+    name = read(
+        serializers.CharField(
+            allow_null=True, help_text="The name trait, when a non-empty string."
+        ),
+        lambda s, f: account_name(f.traits),
+    )
+    identified = read(serializers.BooleanField(), lambda s, f: f.account.identified)
+    created_at = read(TimestampField(), lambda s, f: timestamp(f.account.created_at))
+    active_users = read(serializers.IntegerField(), lambda s, f: f.score.active_users)
+    total_users = read(serializers.IntegerField(), lambda s, f: f.score.total_users)
+    active_user_share = read(
+        serializers.FloatField(
+            allow_null=True, help_text="Share (0-1) of users active, four decimals."
+        ),
+        lambda s, f: rounded_fraction(f.score.active_user_share, SHARE_DECIMALS),
     )
 
     collection = "accounts"
@@ -278,30 +312,20 @@ class AccountSerializer(ScoredRecordSerializer):
     def seen_last(self, found: ScoredAccount) -> datetime | None:
         return account_last_seen(found.score)
 
-    def to_representation(self, found: ScoredAccount) -> dict:
-        account, score = found.account, found.score
-        data = {
-            "id": account.id,
-            "tracking_id": account.tracking_id,
-            "name": account_name(found.traits),
-            "identified": account.identified,
-            "created_at": timestamp(account.created_at),
-            **self.metrics(found),
-            "active_users": score.active_users,
-            "total_users": score.total_users,
-            "active_user_share": rounded_fraction(score.active_user_share, SHARE_DECIMALS),
-        }
-        return self.finish(data, found)
-
 
 class UserSerializer(ScoredRecordSerializer):
-    """A user and their metrics in one workspace (instance: a ScoredUser)."""
+    """A user and their metrics in one workspace."""
 
-    id = serializers.IntegerField()
-    tracking_id = serializers.CharField()
-    email = serializers.CharField(allow_null=True, help_text="null until the user sends one.")
-    identified = serializers.BooleanField()
-    first_seen = TimestampField(allow_null=True)
+    # The instance is a ScoredUser (engagement.selectors).
+
+    id = read(serializers.IntegerField(), lambda s, f: f.user.id)
+    tracking_id = read(serializers.CharField(), lambda s, f: f.user.tracking_id)
+    email = read(
+        serializers.CharField(allow_null=True, help_text="null until the user sends one."),
+        lambda s, f: f.user.email or None,
+    )
+    identified = read(serializers.BooleanField(), lambda s, f: f.user.identified)
+    first_seen = read(TimestampField(allow_null=True), lambda s, f: timestamp(f.user.first_seen_at))
 
     collection = "users"
 
@@ -313,18 +337,6 @@ class UserSerializer(ScoredRecordSerializer):
 
     def seen_last(self, found: ScoredUser) -> datetime | None:
         return user_last_seen(found.user, found.score)
-
-    def to_representation(self, found: ScoredUser) -> dict:
-        user = found.user
-        data = {
-            "id": user.id,
-            "tracking_id": user.tracking_id,
-            "email": user.email or None,
-            "identified": user.identified,
-            "first_seen": timestamp(user.first_seen_at),
-            **self.metrics(found),
-        }
-        return self.finish(data, found)
 
 
 # --- Segments ---------------------------------------------------------------------------------
