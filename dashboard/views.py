@@ -8,11 +8,10 @@ through its `scoped_*` methods, which filter by that product: another product's 
 
 from __future__ import annotations
 
-import csv
 from datetime import timedelta
 
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views import View
@@ -206,69 +205,6 @@ TRAIT_COLUMNS = (
     f"{MARKETPLACE_PREFIX}licenseType",
     f"{MARKETPLACE_PREFIX}status",
 )
-
-
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
-class AccountExportView(AccountListView):
-    """The account list as it is filtered and sorted, every page, as CSV."""
-
-    def get(self, request: HttpRequest) -> StreamingHttpResponse:
-        _, _, query = self.query()
-        writer = csv.writer(_Echo())
-        header = [
-            "id",
-            "tracking_id",
-            "name",
-            "domain",
-            "score",
-            "change",
-            "active_users",
-            "total_users",
-            "last_seen",
-            *TRAIT_COLUMNS,
-        ]
-
-        def lines():
-            yield writer.writerow(header)
-            for row in page_selectors.account_list_all(workspace=self.workspace, query=query):
-                traits = [_cell(row.trait(name)) for name in TRAIT_COLUMNS]
-                yield writer.writerow(
-                    [
-                        row.id,
-                        _cell(row.tracking_id),
-                        _cell(row.name),
-                        _cell(row.domain),
-                        row.score,
-                        row.change,
-                        row.active_users,
-                        row.total_users,
-                        row.last_seen.isoformat() if row.last_seen else "",
-                        *traits,
-                    ]
-                )
-
-        response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
-        name = f"accounts-{self.workspace.id}-{timezone.now():%Y%m%d-%H%M}.csv"
-        response["Content-Disposition"] = f'attachment; filename="{name}"'
-        return response
-
-
-def _cell(value: object) -> str:
-    text = trait_text(value)
-    # A cell a spreadsheet would run as a formula is kept as text.
-    return "'" + text if text[:1] in ("=", "+", "-", "@") and not _is_number(text) else text
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _subject_context(*, found, last_seen, days: int, history, activity) -> dict:
