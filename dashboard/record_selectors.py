@@ -26,7 +26,7 @@ from engagement.models import (
     Workspace,
 )
 from engagement.presentation import account_last_seen, account_name, user_last_seen, user_name
-from engagement.selectors import read_traits
+from engagement.stored_json import read_traits
 
 
 @dataclass(frozen=True, slots=True)

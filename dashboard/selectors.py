@@ -39,11 +39,9 @@ from engagement.segments import TraitText, accounts_admitted
 from engagement.selectors import (
     WorkspaceStats,
     account_list_ranked,
-    read_account_filter,
-    read_traits,
     workspace_stats,
 )
-from engagement.stored_json import json_for_reading
+from engagement.stored_json import json_for_reading, read_account_filter, read_traits
 
 T = TypeVar("T")
 

@@ -97,3 +97,24 @@ def test_a_user_has_the_same_last_seen_time(records, vera, api_client, tracking_
     # Ann's latest event is applied but not scored yet: both show it; Dan was never seen.
     assert (api["last_seen"] is None) == (tracking_id == "dan")
     assert _time(api["last_seen"]) == user.last_seen_at
+
+
+def test_trait_values_read_alike_on_the_dashboard_and_in_the_admin(acme, vera, admin_client):
+    """A trait that is not a string shows as its JSON text everywhere (`true`, not `True`); the
+    marketplace license's `am.` traits are grouped apart on both."""
+    traits = {"trial": True, "seats": 5, "meta": {"b": 1, "a": "x"}, "am.tier": "10 Users"}
+    apply(acme, identify("ann", {}), group("ann", "initech", {"name": "Initech", **traits}))
+    account = Account.objects.get(product=acme.product, tracking_id="initech")
+    context = signed_in(vera).get(f"/w/{acme.workspace.id}/accounts/{account.id}/").context
+    expected_own = [
+        ("meta", '{"a": "x", "b": 1}'),
+        ("name", "Initech"),
+        ("seats", "5"),
+        ("trial", "true"),
+    ]
+    assert context["own_traits"] == expected_own
+    assert context["license_traits"] == [("am.tier", "10 Users")]
+    admin = admin_client.get(f"/admin/engagement/account/{account.id}/change/").content.decode()
+    for _, text in expected_own[2:]:
+        assert f'word-break: break-word">{text}</td>' in admin
+    assert "True" not in admin.split("traits-table", 1)[1]
