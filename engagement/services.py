@@ -272,6 +272,60 @@ def _accounts_write(accounts: Iterable[_AccountState], now: datetime) -> None:
     )
 
 
+_Track = tuple[_UserState, str | None, str, int]  # (user, account tracking id, event, ms)
+
+
+def _messages_fold(
+    ordered: Sequence[Message],
+    users: dict[str, _UserState],
+    accounts: dict[str, _AccountState],
+) -> tuple[dict[tuple[int, int], datetime], list[_Track]]:
+    """Fold identifies and groups, oldest first, into the locked users and accounts (traits,
+    identified, first seen); returns the (user, account) links with their latest time, and the
+    tracks, whose first and last seen come from the events, in SQL."""
+    links: dict[tuple[int, int], datetime] = {}
+    tracks: list[_Track] = []
+    for message in ordered:
+        user = users.get(message.user_id) if message.user_id else None
+        if message.message_type == "track":
+            tracks.append((user, message.group_id, message.event, message.timestamp_ms))
+            continue
+        when = _ms_to_datetime(message.timestamp_ms)
+        account = accounts.get(message.group_id) if message.group_id else None
+        if user is not None and (user.first_seen_at is None or when < user.first_seen_at):
+            user.first_seen_at = when
+            user.changed = True
+        if message.message_type == "identify":
+            if not user.identified:
+                user.identified = user.changed = True
+            if message.traits and _merge_traits(user, message.traits, message.timestamp_ms):
+                user.changed = True
+        else:
+            if not account.identified:
+                account.identified = account.changed = True
+            if message.traits and _merge_traits(account, message.traits, message.timestamp_ms):
+                account.changed = True
+        if user is not None and account is not None:
+            key = (user.id, account.id)
+            if key not in links or when > links[key]:
+                links[key] = when
+            user.changed = True
+    return links, tracks
+
+
+def _track_events(
+    tracks: list[_Track], accounts: dict[str, _AccountState]
+) -> list[tuple[int, int | None, str, int]]:
+    """(user id, account id, event, ms) of each track: the account its message names, else the
+    user's most recently linked account (links written by this call included)."""
+    unlinked = {user.id for user, group_id, _, _ in tracks if not group_id}
+    latest_account = _latest_account_by_user(unlinked) if unlinked else {}
+    return [
+        (user.id, accounts[group_id].id if group_id else latest_account.get(user.id), name, ms)
+        for user, group_id, name, ms in tracks
+    ]
+
+
 def messages_apply(
     *,
     product_id: int,
@@ -304,50 +358,12 @@ def messages_apply(
     with transaction.atomic():
         users = _users_lock_or_create(product_id, user_ids, with_traits=with_traits)
         accounts = _accounts_lock_or_create(product_id, account_ids, lock=grouped)
-        links: dict[tuple[int, int], datetime] = {}
-        tracks: list[tuple[_UserState, str | None, str, int]] = []
-
-        for message in ordered:
-            user = users.get(message.user_id) if message.user_id else None
-            if message.message_type == "track":
-                tracks.append((user, message.group_id, message.event, message.timestamp_ms))
-                continue  # first and last seen come from the events, in SQL
-            when = _ms_to_datetime(message.timestamp_ms)
-            account = accounts.get(message.group_id) if message.group_id else None
-            if user is not None and (user.first_seen_at is None or when < user.first_seen_at):
-                user.first_seen_at = when
-                user.changed = True
-            if message.message_type == "identify":
-                if not user.identified:
-                    user.identified = user.changed = True
-                if message.traits and _merge_traits(user, message.traits, message.timestamp_ms):
-                    user.changed = True
-            else:
-                if not account.identified:
-                    account.identified = account.changed = True
-                if message.traits and _merge_traits(account, message.traits, message.timestamp_ms):
-                    account.changed = True
-            if user is not None and account is not None:
-                key = (user.id, account.id)
-                if key not in links or when > links[key]:
-                    links[key] = when
-                user.changed = True
-
+        links, tracks = _messages_fold(ordered, users, accounts)
         now = timezone.now()
         _users_write(users.values(), now)
         _accounts_write(accounts.values(), now)
         _links_upsert(links)
-        unlinked = {user.id for user, group_id, _, _ in tracks if not group_id}
-        latest_account = _latest_account_by_user(unlinked) if unlinked else {}
-        events = [
-            (
-                user.id,
-                accounts[group_id].id if group_id else latest_account.get(user.id),
-                name,
-                ms,
-            )
-            for user, group_id, name, ms in tracks
-        ]
+        events = _track_events(tracks, accounts)
         staged = (
             event_store.StagedTrackIds(
                 users={tid: users[tid].id for tid in staged_users},
@@ -369,6 +385,43 @@ def messages_apply(
 class PrefixedTraitsResult:
     matched: int  # accounts that existed before
     created: int  # accounts created (not yet identified) so the traits wait there
+
+
+def _accounts_traits_lock(product_id: int, tracking_ids: Sequence[str]) -> dict[str, Account]:
+    """Lock these accounts (those that exist) with their traits, in the order _lock_or_create
+    locks them: no deadlock with an ingestion worker."""
+    accounts: dict[str, Account] = {}
+    for chunk in _chunks(tracking_ids):
+        rows = (
+            Account.objects.select_for_update()
+            .filter(product_id=product_id, tracking_id__in=chunk)
+            .only("id", "tracking_id", "traits", "trait_times")
+            .order_by("id")
+        )
+        accounts.update({row.tracking_id: row for row in rows})
+    return accounts
+
+
+def _accounts_traits_write(accounts: Iterable[Account], now: datetime) -> None:
+    """One parameterised UPDATE per row, sent as a batch: far cheaper than bulk_update's CASE
+    expressions for JSON columns, and portable across PostgreSQL and SQLite."""
+    traits_field = Account._meta.get_field("traits")
+    updated_at = Account._meta.get_field("updated_at").get_db_prep_save(now, connection)
+    rows = [
+        (
+            traits_field.get_db_prep_save(account.traits, connection),
+            traits_field.get_db_prep_save(account.trait_times, connection),
+            updated_at,
+            account.id,
+        )
+        for account in sorted(accounts, key=lambda a: a.id)
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            "UPDATE engagement_account SET traits = %s, trait_times = %s, updated_at = %s"
+            " WHERE id = %s",
+            rows,
+        )
 
 
 def account_prefixed_traits_replace(
@@ -397,26 +450,14 @@ def account_prefixed_traits_replace(
     now = timezone.now()
     now_ms = int(now.timestamp() * 1000)
     with transaction.atomic():
-        accounts: dict[str, Account] = {}
-
-        def lock(ids: Sequence[str]) -> None:  # the same order as _lock_or_create: no deadlock
-            for chunk in _chunks(ids):
-                rows = (
-                    Account.objects.select_for_update()
-                    .filter(product_id=product_id, tracking_id__in=chunk)
-                    .only("id", "tracking_id", "traits", "trait_times")
-                    .order_by("id")
-                )
-                accounts.update({row.tracking_id: row for row in rows})
-
-        lock(tracking_ids)
+        accounts = _accounts_traits_lock(product_id, tracking_ids)
         missing = [tid for tid in tracking_ids if tid not in accounts]
         if missing:
             Account.objects.bulk_create(
                 [Account(product_id=product_id, tracking_id=tid) for tid in missing],
                 ignore_conflicts=True,
             )
-            lock(missing)
+            accounts.update(_accounts_traits_lock(product_id, missing))
         for tracking_id, account in accounts.items():
             for key in [k for k in account.traits if k.startswith(prefix)]:
                 del account.traits[key]
@@ -428,25 +469,7 @@ def account_prefixed_traits_replace(
             if name and ("name" not in account.traits or account.trait_times.get("name") == 0):
                 account.traits["name"] = name
                 account.trait_times["name"] = 0
-        # One parameterised UPDATE per row, sent as a batch: far cheaper than bulk_update's
-        # CASE expressions for JSON columns, and portable across PostgreSQL and SQLite.
-        traits_field = Account._meta.get_field("traits")
-        updated_at = Account._meta.get_field("updated_at").get_db_prep_save(now, connection)
-        rows = [
-            (
-                traits_field.get_db_prep_save(account.traits, connection),
-                traits_field.get_db_prep_save(account.trait_times, connection),
-                updated_at,
-                account.id,
-            )
-            for account in sorted(accounts.values(), key=lambda a: a.id)
-        ]
-        with connection.cursor() as cursor:
-            cursor.executemany(
-                "UPDATE engagement_account SET traits = %s, trait_times = %s, updated_at = %s"
-                " WHERE id = %s",
-                rows,
-            )
+        _accounts_traits_write(accounts.values(), now)
     return PrefixedTraitsResult(matched=len(tracking_ids) - len(missing), created=len(missing))
 
 
