@@ -280,7 +280,7 @@ class ScoredRecordSerializer(serializers.Serializer):
 class AccountSerializer(ScoredRecordSerializer):
     """An account and its metrics in one workspace."""
 
-    # The instance is a ScoredAccount (engagement.selectors).
+    # The instance is a ScoredAccount (engagement.presentation).
 
     id = read(serializers.IntegerField(), lambda s, f: f.account.id)
     tracking_id = read(serializers.CharField(), lambda s, f: f.account.tracking_id)
@@ -316,7 +316,7 @@ class AccountSerializer(ScoredRecordSerializer):
 class UserSerializer(ScoredRecordSerializer):
     """A user and their metrics in one workspace."""
 
-    # The instance is a ScoredUser (engagement.selectors).
+    # The instance is a ScoredUser (engagement.presentation).
 
     id = read(serializers.IntegerField(), lambda s, f: f.user.id)
     tracking_id = read(serializers.CharField(), lambda s, f: f.user.tracking_id)
