@@ -2,7 +2,7 @@
 
 from django import forms
 
-from engagement.overview import ACCOUNT_SORTS, BANDS, AccountQuery
+from dashboard.selectors import ACCOUNT_SORTS, BANDS, AccountQuery
 
 PER_PAGE = 25
 DEFAULTS = {"q": "", "segment": None, "band": "", "sort": "score", "order": "desc", "page": 1}

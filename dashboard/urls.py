@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from config.login import LoginForm
-from dashboard import views
+from dashboard import export, views
 
 app_name = "dashboard"
 
@@ -21,7 +21,7 @@ urlpatterns = [
     path("w/<int:workspace_id>/", views.OverviewView.as_view(), name="overview"),
     path("w/<int:workspace_id>/accounts/", views.AccountListView.as_view(), name="accounts"),
     path(
-        "w/<int:workspace_id>/accounts.csv", views.AccountExportView.as_view(), name="accounts_csv"
+        "w/<int:workspace_id>/accounts.csv", export.AccountExportView.as_view(), name="accounts_csv"
     ),
     path(
         "w/<int:workspace_id>/accounts/<int:account_id>/",

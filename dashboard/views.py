@@ -9,22 +9,33 @@ that product: another product's id answers 404.
 
 from __future__ import annotations
 
-import csv
 from datetime import timedelta
 
 from django.contrib.auth.mixins import LoginRequiredMixin
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views import View
 
+from dashboard import record_selectors
+from dashboard import selectors as page_selectors
 from dashboard.charts import DAY_MS, Chart, day_chart, day_span, minute_chart, score_chart
 from dashboard.forms import PER_PAGE, AccountListForm
-from engagement import health, overview, selectors
+from engagement import health, selectors
 from engagement.history import account_score_history, user_score_history
 from engagement.memberships import product_role, workspace_visible_to, workspaces_visible_to
 from engagement.models import Segment, Workspace
+from engagement.presentation import (
+    MARKETPLACE_PREFIX,
+    account_last_seen,
+    account_name,
+    split_traits,
+    trait_text,
+    user_last_seen,
+    user_name,
+)
 from engagement.scoping import ProductScopedView
+from engagement.stored_json import read_conditions
 
 # The score chart's spans, in days: the workspace's window is one of 1, 7, 30.
 HISTORY_SPANS = (30, 90, 365)
@@ -95,7 +106,7 @@ class OverviewView(WorkspaceView):
     template_name = "dashboard/overview.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        summary = overview.workspace_overview(workspace=self.workspace)
+        summary = page_selectors.workspace_overview(workspace=self.workspace)
         return self.render(
             {
                 "summary": summary,
@@ -123,7 +134,7 @@ class OverviewView(WorkspaceView):
 class AccountListView(WorkspaceView):
     template_name = "dashboard/accounts.html"
 
-    def query(self) -> tuple[AccountListForm, dict, overview.AccountQuery]:
+    def query(self) -> tuple[AccountListForm, dict, page_selectors.AccountQuery]:
         form = AccountListForm(self.request.GET)
         values = form.values()
         query = form.query()
@@ -135,13 +146,13 @@ class AccountListView(WorkspaceView):
 
     def get(self, request: HttpRequest) -> HttpResponse:
         form, values, query = self.query()
-        page = overview.account_list_page(
+        page = page_selectors.account_list_page(
             workspace=self.workspace, query=query, page=values["page"], per_page=PER_PAGE
         )
         params = request.GET.copy()
         params.pop("page", None)
         sort_links = {}
-        for name in overview.ACCOUNT_SORTS:
+        for name in page_selectors.ACCOUNT_SORTS:
             link = request.GET.copy()
             link.pop("page", None)
             same = values["sort"] == name
@@ -150,7 +161,7 @@ class AccountListView(WorkspaceView):
             sort_links[name] = link.urlencode()
         segments = [
             s
-            for s in overview.segments_for_workspace(workspace=self.workspace)
+            for s in record_selectors.segments_for_workspace(workspace=self.workspace)
             if s.target == Segment.Target.ACCOUNTS
         ]
         return self.render(
@@ -158,7 +169,9 @@ class AccountListView(WorkspaceView):
                 "form": form,
                 "values": values,
                 "page": page,
-                "rows": [(row, [_shown(row.trait(n)) for n in TRAIT_COLUMNS]) for row in page.rows],
+                "rows": [
+                    (row, [trait_text(row.trait(n)) for n in TRAIT_COLUMNS]) for row in page.rows
+                ],
                 "page_offset": (page.page - 1) * page.per_page,
                 "query_string": params.urlencode(),
                 "sort_links": sort_links,
@@ -170,90 +183,21 @@ class AccountListView(WorkspaceView):
 
 
 # Traits shown as columns of the account list (and in its export), when an account has them.
-TRAIT_COLUMNS = ("plan", "status", "am.licenseType", "am.status")
+TRAIT_COLUMNS = (
+    "plan",
+    "status",
+    f"{MARKETPLACE_PREFIX}licenseType",
+    f"{MARKETPLACE_PREFIX}status",
+)
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
-class AccountExportView(AccountListView):
-    """The account list as it is filtered and sorted, every page, as CSV."""
-
-    def get(self, request: HttpRequest) -> StreamingHttpResponse:
-        _, _, query = self.query()
-        writer = csv.writer(_Echo())
-        header = [
-            "id",
-            "tracking_id",
-            "name",
-            "domain",
-            "score",
-            "change",
-            "active_users",
-            "total_users",
-            "last_seen",
-            *TRAIT_COLUMNS,
-        ]
-
-        def lines():
-            yield writer.writerow(header)
-            for row in overview.account_list_all(workspace=self.workspace, query=query):
-                traits = [_cell(row.trait(name)) for name in TRAIT_COLUMNS]
-                yield writer.writerow(
-                    [
-                        row.id,
-                        _cell(row.tracking_id),
-                        _cell(row.name),
-                        _cell(row.domain),
-                        row.score,
-                        row.change,
-                        row.active_users,
-                        row.total_users,
-                        row.last_seen.isoformat() if row.last_seen else "",
-                        *traits,
-                    ]
-                )
-
-        response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
-        name = f"accounts-{self.workspace.id}-{timezone.now():%Y%m%d-%H%M}.csv"
-        response["Content-Disposition"] = f'attachment; filename="{name}"'
-        return response
-
-
-def _shown(value: object) -> str:
-    """A trait value as a cell shows it."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    text = str(value)
-    # A cell a spreadsheet would run as a formula is kept as text.
-    return "'" + text if text[:1] in ("=", "+", "-", "@") and not _is_number(text) else text
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _subject_context(*, traits: dict, score, days: int, history, activity) -> dict:
+def _subject_context(*, found, last_seen, days: int, history, activity) -> dict:
     """What an account's and a user's page share: score, charts, breakdown and traits."""
-    own, license_ = overview.split_traits(traits)
+    own, license_ = split_traits(found.traits)
+    score = found.score
     return {
         "score": score,
+        "last_seen": last_seen,
         "days": days,
         "spans": HISTORY_SPANS,
         "history_chart": score_chart(history, days),
@@ -267,7 +211,7 @@ def _subject_context(*, traits: dict, score, days: int, history, activity) -> di
         "breakdown": score.score_breakdown or [],
         "own_traits": own,
         "license_traits": license_,
-        "marked": overview.MARKED_CHANGE,
+        "marked": page_selectors.MARKED_CHANGE,
     }
 
 
@@ -277,15 +221,15 @@ class AccountView(WorkspaceView):
     def get(self, request: HttpRequest, account_id: int) -> HttpResponse:
         account = self.scoped_account(account_id)
         days = _span(request)
-        traits = selectors.read_traits(account)
+        found = selectors.account_score_get(workspace=self.workspace, account=account)
         shared = _subject_context(
-            traits=traits,
-            score=selectors.account_score_get(workspace=self.workspace, account=account),
+            found=found,
+            last_seen=account_last_seen(found.score),
             days=days,
             history=account_score_history(
                 workspace_id=self.workspace.id, account_id=account.id, days=days
             ),
-            activity=overview.account_activity(account=account, days=days),
+            activity=record_selectors.account_activity(account=account, days=days),
         )
         segments = selectors.segment_memberships_by_target(
             workspace=self.workspace, account_ids=[account.id]
@@ -294,8 +238,8 @@ class AccountView(WorkspaceView):
             {
                 **shared,
                 "account": account,
-                "name": traits.get("name") or account.tracking_id,
-                "users": overview.account_users(workspace=self.workspace, account=account),
+                "name": account_name(found.traits) or account.tracking_id,
+                "users": record_selectors.account_users(workspace=self.workspace, account=account),
                 "segments": segments,
             }
         )
@@ -307,12 +251,13 @@ class UserView(WorkspaceView):
     def get(self, request: HttpRequest, user_id: int) -> HttpResponse:
         user = self.scoped_user(user_id)
         days = _span(request)
+        found = selectors.user_score_get(workspace=self.workspace, user=user)
         shared = _subject_context(
-            traits=selectors.read_traits(user),
-            score=selectors.user_score_get(workspace=self.workspace, user=user),
+            found=found,
+            last_seen=user_last_seen(user, found.score),
             days=days,
             history=user_score_history(workspace_id=self.workspace.id, user_id=user.id, days=days),
-            activity=overview.user_activity(user=user, days=days),
+            activity=record_selectors.user_activity(user=user, days=days),
         )
         segments = selectors.segment_memberships_by_target(
             workspace=self.workspace, user_ids=[user.id]
@@ -321,8 +266,8 @@ class UserView(WorkspaceView):
             {
                 **shared,
                 "subject": user,
-                "name": overview.user_label(user) or user.tracking_id,
-                "accounts": overview.user_accounts(workspace=self.workspace, user=user),
+                "name": user_name(found.traits, user.email) or user.tracking_id,
+                "accounts": record_selectors.user_accounts(workspace=self.workspace, user=user),
                 "segments": segments,
             }
         )
@@ -332,7 +277,9 @@ class SegmentListView(WorkspaceView):
     template_name = "dashboard/segments.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        return self.render({"segments": overview.segments_for_workspace(workspace=self.workspace)})
+        return self.render(
+            {"segments": record_selectors.segments_for_workspace(workspace=self.workspace)}
+        )
 
 
 class SegmentView(WorkspaceView):
@@ -349,7 +296,7 @@ class SegmentView(WorkspaceView):
             offset=(page - 1) * SEGMENT_MEMBERS_PER_PAGE,
             limit=SEGMENT_MEMBERS_PER_PAGE,
         )
-        changes = overview.segment_changes(segment=segment, days=SEGMENT_CHANGE_DAYS)
+        changes = record_selectors.segment_changes(segment=segment, days=SEGMENT_CHANGE_DAYS)
         pages = max(1, -(-members.total // SEGMENT_MEMBERS_PER_PAGE))
         return self.render(
             {
@@ -370,7 +317,7 @@ class SegmentView(WorkspaceView):
                     bar_ms=int(DAY_MS * 0.8),
                     empty_text=f"No joins or leaves in the last {SEGMENT_CHANGE_DAYS} days.",
                 ),
-                "conditions": selectors.read_conditions(segment),
+                "conditions": read_conditions(segment),
             }
         )
 

@@ -1,15 +1,11 @@
 """Admin: products, workspaces (scoring settings with weights inline), segments, and the data."""
 
-import json
-
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Count, OuterRef, Q, Subquery, TextField, Value
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models import Count, TextField, Value
 from django.db.models.functions import Coalesce, Concat, NullIf, Trim
-from django.template.loader import render_to_string
 
 from engagement.erasure_admin import ErasureActionMixin
 from engagement.models import (
@@ -28,11 +24,11 @@ from engagement.models import (
     UserScore,
     Workspace,
 )
+from engagement.presentation import account_name, user_name
+from engagement.scored_admin import ScoredListMixin, trait
 from engagement.segments import ACCOUNT_METRICS, OPERATORS, segment_conditions_validate
-from engagement.selectors import read_traits
 from engagement.services import product_create
-
-MARKETPLACE_PREFIX = "am."
+from engagement.stored_json import read_traits
 
 
 class ProductMembershipInline(admin.TabularInline):
@@ -207,121 +203,6 @@ class SegmentMemberAdmin(admin.ModelAdmin):
         return False
 
 
-def _default_workspace_id():
-    """The id of the product's first workspace (the one it was created with), for a subquery
-    nested in a score subquery whose outer query is a user or an account."""
-    return Subquery(
-        Workspace.objects.filter(product_id=OuterRef(OuterRef("product_id")))
-        .order_by("id")
-        .values("id")[:1]
-    )
-
-
-def _score_annotations(score_model, subject: str) -> dict:
-    """Score, change, percentile rank and last seen in the product's default workspace: one
-    correlated subquery per column, so a page of the list is one query whatever its size."""
-    scores = score_model.objects.filter(
-        **{f"{subject}_id": OuterRef("pk")}, workspace_id=_default_workspace_id()
-    )
-
-    def column(name):
-        return Subquery(scores.values(name)[:1])
-
-    return {
-        "default_score": Coalesce(column("engagement_score"), Value(0)),
-        "default_score_change": Coalesce(column("score_change"), Value(0)),
-        "default_rank": Coalesce(column("percentile_rank"), Value(0.0)),
-        "default_last_seen": column("last_seen"),
-    }
-
-
-def _trait(key: str):
-    return KeyTextTransform(key, "traits")
-
-
-def _value_text(value) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-def traits_table(obj) -> str:
-    """The traits as a read-only table: the subject's own, then the marketplace license
-    (`am.` traits) under its own heading. Values are escaped by the template."""
-    traits = read_traits(obj) if obj is not None and obj.pk else {}
-    own = sorted(
-        (k, _value_text(v)) for k, v in traits.items() if not k.startswith(MARKETPLACE_PREFIX)
-    )
-    license_ = sorted(
-        (k, _value_text(v)) for k, v in traits.items() if k.startswith(MARKETPLACE_PREFIX)
-    )
-    return render_to_string(
-        "admin/engagement/traits_table.html",
-        {"groups": [("Traits", own), ("Marketplace license", license_)], "empty": not traits},
-    )
-
-
-class ScoredListMixin:
-    """Name, score, change, rank and last seen in the default workspace, sortable, searchable by
-    name, email and tracking id. Subjects come from ingestion: nothing to add or edit here."""
-
-    score_model = None
-    score_subject = ""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def get_queryset(self, request):
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(display_name=self.name_expression())
-            .annotate(**_score_annotations(self.score_model, self.score_subject))
-        )
-
-    def name_expression(self):
-        return _trait("name")
-
-    @admin.display(description="Name", ordering="display_name")
-    def name(self, obj):
-        return obj.display_name or "-"
-
-    @admin.display(description="Score", ordering="default_score")
-    def score(self, obj):
-        return obj.default_score
-
-    @admin.display(description="Change", ordering="default_score_change")
-    def score_change(self, obj):
-        change = obj.default_score_change
-        return f"+{change}" if change > 0 else str(change)
-
-    @admin.display(description="Rank (percentile)", ordering="default_rank")
-    def rank(self, obj):
-        return f"{obj.default_rank:.0f}"
-
-    @admin.display(description="Last seen", ordering="default_last_seen")
-    def last_seen(self, obj):
-        return obj.default_last_seen
-
-    @admin.display(description="Traits")
-    def traits_table(self, obj):
-        return traits_table(obj)
-
-    def get_search_results(self, request, queryset, search_term):
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        query = Q(tracking_id__icontains=term)
-        for field in self.searched_traits:
-            query |= Q(**{f"traits__{field}__icontains": term})
-        for field in self.searched_fields:
-            query |= Q(**{f"{field}__icontains": term})
-        return queryset.filter(query), False
-
-
 class MembershipInline(admin.TabularInline):
     """The user's accounts, read-only (links come from ingestion)."""
 
@@ -381,16 +262,19 @@ class UserAdmin(ErasureActionMixin, ScoredListMixin, admin.ModelAdmin):
         full = NullIf(
             Trim(
                 Concat(
-                    Coalesce(_trait("firstName"), Value(""), output_field=text),
+                    Coalesce(trait("firstName"), Value(""), output_field=text),
                     Value(" "),
-                    Coalesce(_trait("lastName"), Value(""), output_field=text),
+                    Coalesce(trait("lastName"), Value(""), output_field=text),
                     output_field=text,
                 )
             ),
             Value(""),
             output_field=text,
         )
-        return Coalesce(_trait("name"), full, output_field=text)
+        return Coalesce(trait("name"), full, output_field=text)
+
+    def presented_name(self, obj) -> str | None:
+        return user_name(read_traits(obj), obj.email)
 
 
 @admin.register(Account)
@@ -421,7 +305,10 @@ class AccountAdmin(ErasureActionMixin, ScoredListMixin, admin.ModelAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(display_domain=_trait("domain"))
+        return super().get_queryset(request).annotate(display_domain=trait("domain"))
+
+    def presented_name(self, obj) -> str | None:
+        return account_name(read_traits(obj))
 
     @admin.display(description="Domain", ordering="display_domain")
     def domain(self, obj):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -12,19 +11,30 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from engagement import bulk, event_store
+from engagement import event_store
 from engagement.models import (
     Account,
     EventActivity,
-    Membership,
     Product,
-    User,
     Workspace,
 )
+from engagement.people_rows import (
+    AccountState,
+    UserState,
+    accounts_lock_or_create,
+    accounts_write,
+    chunks,
+    latest_account_by_user,
+    links_upsert,
+    merge_traits,
+    ms_to_datetime,
+    users_lock_or_create,
+    users_write,
+)
+from engagement.presentation import MARKETPLACE_PREFIX
 from engagement.track_staging import StagedTracks
 
 MessageType = Literal["identify", "group", "track"]
-_IN_CHUNK = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,218 +67,58 @@ def product_create(*, name: str, workspace_name: str = "Default") -> tuple[Produ
     return product, workspace
 
 
-def _ms_to_datetime(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+_Track = tuple[UserState, str | None, str, int]  # (user, account tracking id, event, ms)
 
 
-def _chunks(values: Sequence, size: int = _IN_CHUNK) -> Iterable[Sequence]:
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
+def _messages_fold(
+    ordered: Sequence[Message],
+    users: dict[str, UserState],
+    accounts: dict[str, AccountState],
+) -> tuple[dict[tuple[int, int], datetime], list[_Track]]:
+    """Fold identifies and groups, oldest first, into the locked users and accounts (traits,
+    identified, first seen); returns the (user, account) links with their latest time, and the
+    tracks, whose first and last seen come from the events, in SQL."""
+    links: dict[tuple[int, int], datetime] = {}
+    tracks: list[_Track] = []
+    for message in ordered:
+        user = users.get(message.user_id) if message.user_id else None
+        if message.message_type == "track":
+            tracks.append((user, message.group_id, message.event, message.timestamp_ms))
+            continue
+        when = ms_to_datetime(message.timestamp_ms)
+        account = accounts.get(message.group_id) if message.group_id else None
+        if user is not None and (user.first_seen_at is None or when < user.first_seen_at):
+            user.first_seen_at = when
+            user.changed = True
+        if message.message_type == "identify":
+            if not user.identified:
+                user.identified = user.changed = True
+            if message.traits and merge_traits(user, message.traits, message.timestamp_ms):
+                user.changed = True
+        else:
+            if not account.identified:
+                account.identified = account.changed = True
+            if message.traits and merge_traits(account, message.traits, message.timestamp_ms):
+                account.changed = True
+        if user is not None and account is not None:
+            key = (user.id, account.id)
+            if key not in links or when > links[key]:
+                links[key] = when
+            user.changed = True
+    return links, tracks
 
 
-@dataclass(slots=True)
-class _UserState:
-    id: int
-    identified: bool
-    first_seen_at: datetime | None
-    traits: dict | None = None  # loaded only for users whose traits this batch merges
-    trait_times: dict | None = None
-    changed: bool = False  # traits, identity, first seen or links: written back
-
-
-@dataclass(slots=True)
-class _AccountState:
-    id: int
-    identified: bool
-    traits: dict | None = None
-    trait_times: dict | None = None
-    changed: bool = False
-
-
-def _users_lock_or_create(
-    product_id: int, tracking_ids: set[str], *, with_traits: set[str]
-) -> dict[str, _UserState]:
-    """The users with these tracking ids, created (not yet identified) when missing, all locked
-    in one id-ordered statement; traits are read only for those in `with_traits`."""
-    if not tracking_ids:
-        return {}
-    columns = ("id", "tracking_id", "identified", "first_seen_at")
-    rows = bulk.select_in(
-        User, columns, product_id=product_id, tracking_ids=tracking_ids, lock=True
-    )
-    missing = tracking_ids - {row[1] for row in rows}
-    if missing:
-        now = timezone.now()
-        bulk.insert_ignoring_conflicts(
-            User,
-            (
-                "product",
-                "tracking_id",
-                "traits",
-                "trait_times",
-                "identified",
-                "email",
-                "created_at",
-                "updated_at",
-            ),
-            [(product_id, tid, {}, {}, False, "", now, now) for tid in sorted(missing)],
-        )
-        rows += bulk.select_in(
-            User, columns, product_id=product_id, tracking_ids=missing, lock=True
-        )
-    users = {
-        tid: _UserState(uid, identified, first_seen) for uid, tid, identified, first_seen in rows
-    }
-    if with_traits:
-        for tid, traits, trait_times in bulk.select_in(
-            User,
-            ("tracking_id", "traits", "trait_times"),
-            product_id=product_id,
-            tracking_ids=with_traits,
-            lock=False,
-        ):
-            users[tid].traits, users[tid].trait_times = traits, trait_times
-    return users
-
-
-def _accounts_lock_or_create(
-    product_id: int, tracking_ids: set[str], *, lock: set[str]
-) -> dict[str, _AccountState]:
-    """The accounts with these tracking ids, created when missing; those in `lock` (the ones
-    whose row this batch changes) are locked with their traits read, the rest only looked up."""
-    if not tracking_ids:
-        return {}
-    found: dict[str, _AccountState] = {}
-
-    def load(ids: set[str]) -> None:
-        if ids & lock:
-            for aid, tid, identified, traits, trait_times in bulk.select_in(
-                Account,
-                ("id", "tracking_id", "identified", "traits", "trait_times"),
-                product_id=product_id,
-                tracking_ids=ids & lock,
-                lock=True,
-            ):
-                found[tid] = _AccountState(aid, identified, traits, trait_times)
-        if ids - lock:
-            for aid, tid, identified in bulk.select_in(
-                Account,
-                ("id", "tracking_id", "identified"),
-                product_id=product_id,
-                tracking_ids=ids - lock,
-                lock=False,
-            ):
-                found[tid] = _AccountState(aid, identified)
-
-    load(tracking_ids)
-    missing = tracking_ids - found.keys()
-    if missing:
-        now = timezone.now()
-        bulk.insert_ignoring_conflicts(
-            Account,
-            (
-                "product",
-                "tracking_id",
-                "traits",
-                "trait_times",
-                "identified",
-                "created_at",
-                "updated_at",
-            ),
-            [(product_id, tid, {}, {}, False, now, now) for tid in sorted(missing)],
-        )
-        load(missing)
-    return found
-
-
-def _canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-def _merge_traits(obj: _UserState | _AccountState, traits: dict, timestamp_ms: int) -> bool:
-    """Per key, the value with the later message time wins; ties go to the larger value so
-    that the outcome never depends on the order in which messages are applied."""
-    changed = False
-    for key, value in traits.items():
-        previous_ms = obj.trait_times.get(key)
-        if previous_ms is not None:
-            if timestamp_ms < previous_ms:
-                continue
-            if timestamp_ms == previous_ms and _canonical(value) <= _canonical(obj.traits.get(key)):
-                continue
-        obj.traits[key] = value
-        obj.trait_times[key] = timestamp_ms
-        changed = True
-    return changed
-
-
-def _user_email(traits: dict) -> str:
-    email = traits.get("email")
-    return email[:320] if isinstance(email, str) else ""
-
-
-_LINK_ASSIGNMENTS = """
-    linked_at = CASE WHEN excluded.linked_at > engagement_membership.linked_at
-                     THEN excluded.linked_at ELSE engagement_membership.linked_at END
-"""
-
-
-def _links_upsert(links: dict[tuple[int, int], datetime]) -> None:
-    """Create the user-account links, or move an existing link's time forward."""
-    now = timezone.now()
-    bulk.upsert(
-        Membership,
-        ("user", "account", "linked_at", "created_at"),
-        [(user_id, account_id, when, now) for (user_id, account_id), when in sorted(links.items())],
-        conflict=("user", "account"),
-        assignments=_LINK_ASSIGNMENTS,
-    )
-
-
-def _latest_account_by_user(user_ids: set[int]) -> dict[int, int]:
-    """Each user's most recently linked account (ties: the larger account id)."""
-    latest: dict[int, tuple[datetime, int]] = {}
-    for chunk in _chunks(sorted(user_ids)):
-        for user_id, account_id, when in Membership.objects.filter(user_id__in=chunk).values_list(
-            "user_id", "account_id", "linked_at"
-        ):
-            current = latest.get(user_id)
-            if current is None or (when, account_id) > current:
-                latest[user_id] = (when, account_id)
-    return {user_id: account_id for user_id, (_, account_id) in latest.items()}
-
-
-def _users_write(users: Iterable[_UserState], now: datetime) -> None:
-    changed = sorted((u for u in users if u.changed), key=lambda u: u.id)
-    bulk.update_by_id(
-        User,
-        ("identified", "first_seen_at", "updated_at"),
-        [(u.id, u.identified, u.first_seen_at, now) for u in changed],
-    )
-    merged = [u for u in changed if u.traits is not None]
-    bulk.update_by_id(
-        User,
-        ("traits", "trait_times", "email"),
-        [(u.id, u.traits, u.trait_times, _user_email(u.traits)) for u in merged],
-    )
-
-
-def _accounts_write(accounts: Iterable[_AccountState], now: datetime) -> None:
-    changed = sorted((a for a in accounts if a.changed), key=lambda a: a.id)
-    bulk.update_by_id(
-        Account,
-        ("identified", "traits", "trait_times", "updated_at"),
-        [
-            (a.id, a.identified, a.traits, a.trait_times, now)
-            for a in changed
-            if a.traits is not None
-        ],
-    )
-    bulk.update_by_id(
-        Account,
-        ("identified", "updated_at"),
-        [(a.id, a.identified, now) for a in changed if a.traits is None],
-    )
+def _track_events(
+    tracks: list[_Track], accounts: dict[str, AccountState]
+) -> list[tuple[int, int | None, str, int]]:
+    """(user id, account id, event, ms) of each track: the account its message names, else the
+    user's most recently linked account (links written by this call included)."""
+    unlinked = {user.id for user, group_id, _, _ in tracks if not group_id}
+    latest_account = latest_account_by_user(unlinked) if unlinked else {}
+    return [
+        (user.id, accounts[group_id].id if group_id else latest_account.get(user.id), name, ms)
+        for user, group_id, name, ms in tracks
+    ]
 
 
 def messages_apply(
@@ -301,52 +151,14 @@ def messages_apply(
     with_traits = {m.user_id for m in ordered if m.message_type == "identify" and m.traits}
 
     with transaction.atomic():
-        users = _users_lock_or_create(product_id, user_ids, with_traits=with_traits)
-        accounts = _accounts_lock_or_create(product_id, account_ids, lock=grouped)
-        links: dict[tuple[int, int], datetime] = {}
-        tracks: list[tuple[_UserState, str | None, str, int]] = []
-
-        for message in ordered:
-            user = users.get(message.user_id) if message.user_id else None
-            if message.message_type == "track":
-                tracks.append((user, message.group_id, message.event, message.timestamp_ms))
-                continue  # first and last seen come from the events, in SQL
-            when = _ms_to_datetime(message.timestamp_ms)
-            account = accounts.get(message.group_id) if message.group_id else None
-            if user is not None and (user.first_seen_at is None or when < user.first_seen_at):
-                user.first_seen_at = when
-                user.changed = True
-            if message.message_type == "identify":
-                if not user.identified:
-                    user.identified = user.changed = True
-                if message.traits and _merge_traits(user, message.traits, message.timestamp_ms):
-                    user.changed = True
-            else:
-                if not account.identified:
-                    account.identified = account.changed = True
-                if message.traits and _merge_traits(account, message.traits, message.timestamp_ms):
-                    account.changed = True
-            if user is not None and account is not None:
-                key = (user.id, account.id)
-                if key not in links or when > links[key]:
-                    links[key] = when
-                user.changed = True
-
+        users = users_lock_or_create(product_id, user_ids, with_traits=with_traits)
+        accounts = accounts_lock_or_create(product_id, account_ids, lock=grouped)
+        links, tracks = _messages_fold(ordered, users, accounts)
         now = timezone.now()
-        _users_write(users.values(), now)
-        _accounts_write(accounts.values(), now)
-        _links_upsert(links)
-        unlinked = {user.id for user, group_id, _, _ in tracks if not group_id}
-        latest_account = _latest_account_by_user(unlinked) if unlinked else {}
-        events = [
-            (
-                user.id,
-                accounts[group_id].id if group_id else latest_account.get(user.id),
-                name,
-                ms,
-            )
-            for user, group_id, name, ms in tracks
-        ]
+        users_write(users.values(), now)
+        accounts_write(accounts.values(), now)
+        links_upsert(links)
+        events = _track_events(tracks, accounts)
         staged = (
             event_store.StagedTrackIds(
                 users={tid: users[tid].id for tid in staged_users},
@@ -370,11 +182,48 @@ class PrefixedTraitsResult:
     created: int  # accounts created (not yet identified) so the traits wait there
 
 
+def _accounts_traits_lock(product_id: int, tracking_ids: Sequence[str]) -> dict[str, Account]:
+    """Lock these accounts (those that exist) with their traits, in the order _lock_or_create
+    locks them: no deadlock with an ingestion worker."""
+    accounts: dict[str, Account] = {}
+    for chunk in chunks(tracking_ids):
+        rows = (
+            Account.objects.select_for_update()
+            .filter(product_id=product_id, tracking_id__in=chunk)
+            .only("id", "tracking_id", "traits", "trait_times")
+            .order_by("id")
+        )
+        accounts.update({row.tracking_id: row for row in rows})
+    return accounts
+
+
+def _accounts_traits_write(accounts: Iterable[Account], now: datetime) -> None:
+    """One parameterised UPDATE per row, sent as a batch: far cheaper than bulk_update's CASE
+    expressions for JSON columns, and portable across PostgreSQL and SQLite."""
+    traits_field = Account._meta.get_field("traits")
+    updated_at = Account._meta.get_field("updated_at").get_db_prep_save(now, connection)
+    rows = [
+        (
+            traits_field.get_db_prep_save(account.traits, connection),
+            traits_field.get_db_prep_save(account.trait_times, connection),
+            updated_at,
+            account.id,
+        )
+        for account in sorted(accounts, key=lambda a: a.id)
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            "UPDATE engagement_account SET traits = %s, trait_times = %s, updated_at = %s"
+            " WHERE id = %s",
+            rows,
+        )
+
+
 def account_prefixed_traits_replace(
     *,
     product_id: int,
     traits_by_tracking_id: dict[str, dict],
-    prefix: str = "am.",
+    prefix: str = MARKETPLACE_PREFIX,
     fallback_names: dict[str, str] | None = None,
 ) -> PrefixedTraitsResult:
     """Replace every trait whose key starts with `prefix` on these accounts; others stay.
@@ -396,26 +245,14 @@ def account_prefixed_traits_replace(
     now = timezone.now()
     now_ms = int(now.timestamp() * 1000)
     with transaction.atomic():
-        accounts: dict[str, Account] = {}
-
-        def lock(ids: Sequence[str]) -> None:  # the same order as _lock_or_create: no deadlock
-            for chunk in _chunks(ids):
-                rows = (
-                    Account.objects.select_for_update()
-                    .filter(product_id=product_id, tracking_id__in=chunk)
-                    .only("id", "tracking_id", "traits", "trait_times")
-                    .order_by("id")
-                )
-                accounts.update({row.tracking_id: row for row in rows})
-
-        lock(tracking_ids)
+        accounts = _accounts_traits_lock(product_id, tracking_ids)
         missing = [tid for tid in tracking_ids if tid not in accounts]
         if missing:
             Account.objects.bulk_create(
                 [Account(product_id=product_id, tracking_id=tid) for tid in missing],
                 ignore_conflicts=True,
             )
-            lock(missing)
+            accounts.update(_accounts_traits_lock(product_id, missing))
         for tracking_id, account in accounts.items():
             for key in [k for k in account.traits if k.startswith(prefix)]:
                 del account.traits[key]
@@ -427,25 +264,7 @@ def account_prefixed_traits_replace(
             if name and ("name" not in account.traits or account.trait_times.get("name") == 0):
                 account.traits["name"] = name
                 account.trait_times["name"] = 0
-        # One parameterised UPDATE per row, sent as a batch: far cheaper than bulk_update's
-        # CASE expressions for JSON columns, and portable across PostgreSQL and SQLite.
-        traits_field = Account._meta.get_field("traits")
-        updated_at = Account._meta.get_field("updated_at").get_db_prep_save(now, connection)
-        rows = [
-            (
-                traits_field.get_db_prep_save(account.traits, connection),
-                traits_field.get_db_prep_save(account.trait_times, connection),
-                updated_at,
-                account.id,
-            )
-            for account in sorted(accounts.values(), key=lambda a: a.id)
-        ]
-        with connection.cursor() as cursor:
-            cursor.executemany(
-                "UPDATE engagement_account SET traits = %s, trait_times = %s, updated_at = %s"
-                " WHERE id = %s",
-                rows,
-            )
+        _accounts_traits_write(accounts.values(), now)
     return PrefixedTraitsResult(matched=len(tracking_ids) - len(missing), created=len(missing))
 
 

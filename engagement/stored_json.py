@@ -12,6 +12,13 @@ import json
 import math
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast
+
+if TYPE_CHECKING:
+    from engagement.models import Account, Segment, User, Workspace
 
 # Levels of objects and arrays rendered as they are, counting the traits object itself as level 1:
 # twice the 32 levels ingestion accepts, so whatever it accepts reads back unchanged. A value
@@ -191,3 +198,46 @@ def _bounded_text(text: str, max_depth: int) -> object:
         return _bounded_loads(text, max_depth)
     except ValueError:  # not JSON at all (no column check allows it): the text itself
         return text
+
+
+# --- JSON columns as reads select them ---------------------------------------------------------
+
+_NOT_SELECTED = object()
+# The JSON columns reads select as text (never decoded by Django), each as `<column>_json`.
+_JSON_SUFFIX = "_json"
+
+
+def with_json_as_text(queryset: QuerySet, *fields: str) -> QuerySet:
+    """Load these JSON fields of a read as text instead of decoded: `traits` as `traits_json`."""
+    return queryset.defer(*fields).annotate(
+        **{f"{field}{_JSON_SUFFIX}": Cast(field, TextField()) for field in fields}
+    )
+
+
+def _read_json(record: object, field: str) -> object:
+    """A JSON field as reads render it: from its text when a read selector selected it as text,
+    else as loaded (decoded already)."""
+    text = getattr(record, f"{field}{_JSON_SUFFIX}", _NOT_SELECTED)
+    if text is _NOT_SELECTED:
+        return getattr(record, field)
+    return json_for_reading(text)
+
+
+def read_traits(subject: Account | User) -> dict:
+    """The traits of an account or user as reads render them ({} if not an object)."""
+    traits = _read_json(subject, "traits")
+    return traits if isinstance(traits, dict) else {}
+
+
+def read_account_filter(workspace: Workspace) -> dict:
+    """A workspace's account filter as reads use it ({} if not an object)."""
+    account_filter = _read_json(workspace, "account_filter")
+    return account_filter if isinstance(account_filter, dict) else {}
+
+
+def read_conditions(segment: Segment) -> list[dict]:
+    """A segment's conditions as the read API renders them: its objects ([] if not a list)."""
+    conditions = _read_json(segment, "conditions")
+    if not isinstance(conditions, list):
+        return []
+    return [condition for condition in conditions if isinstance(condition, dict)]

@@ -25,9 +25,10 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
+from engagement.presentation import MARKETPLACE_PREFIX
 from marketplace.client import BadNumber
 
-PREFIX = "am."
+PREFIX = MARKETPLACE_PREFIX
 MAX_TEXT = 255  # ingestion's limit for ids and trait names
 MAX_TRAITS_BYTES = 32 * 1024  # ingestion's limit for one message's traits, as JSON
 MAX_DIGITS = 15  # a number beyond this many significant digits is not exact in JSON readers

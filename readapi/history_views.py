@@ -16,7 +16,8 @@ from engagement.history import (
     account_score_history,
     user_score_history,
 )
-from readapi.serializers import IdField, whole_number
+from readapi.formats import whole_number
+from readapi.params import IdField
 from readapi.views import ERRORS, ReadApiView
 
 

@@ -25,7 +25,7 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
 class ExpandFieldScheme(OpenApiSerializerFieldExtension):
     """`expand`: a comma-separated list of the field's names (the server refuses any other)."""
 
-    target_class = "readapi.serializers.ExpandField"
+    target_class = "readapi.params.ExpandField"
 
     def map_serializer_field(self, auto_schema, direction):
         return {

@@ -8,24 +8,33 @@ One format for every record (docs/read-api.md "Record format"): times are `times
 whole-number metrics integers, shares and ranks rounded by `rounded_fraction`, unknown values null.
 """
 
-import math
-from datetime import UTC, datetime
-from decimal import ROUND_HALF_UP, Decimal
+from collections.abc import Callable
+from datetime import datetime
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from engagement.models import Account, User
-from engagement.scoring import tenure_days
-from engagement.selectors import (
-    USER_MATCH_TYPES,
-    read_account_filter,
-    read_conditions,
-    read_traits,
-    score_computed_at,
+from engagement.presentation import (
+    ScoredAccount,
+    ScoredUser,
+    account_last_seen,
+    account_name,
+    user_last_seen,
 )
-from readapi.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from engagement.ranking import score_computed_at
+from engagement.scoring import tenure_days
+from engagement.stored_json import read_account_filter, read_conditions
+from readapi.formats import (
+    RANK_DECIMALS,
+    SHARE_DECIMALS,
+    ReadDictField,
+    ReadListField,
+    TimestampField,
+    rounded_fraction,
+    timestamp,
+    whole_number,
+)
 
 
 def _link(context: dict, route: str, ident: int | None = None, **query: int) -> str:
@@ -35,72 +44,6 @@ def _link(context: dict, route: str, ident: int | None = None, **query: int) -> 
 # --- Shared pieces ----------------------------------------------------------------------------
 
 
-def timestamp(value: datetime | None) -> str | None:
-    """A time as every read API field carries it: ISO 8601 in UTC with microseconds,
-    `2026-11-23T10:15:00.123456Z` (a naive time is taken as UTC)."""
-    if value is None:
-        return None
-    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return f"{value.replace(tzinfo=None).isoformat(timespec='microseconds')}Z"
-
-
-class TimestampField(serializers.DateTimeField):
-    """A date-time field rendered by `timestamp()`."""
-
-    def to_representation(self, value: datetime | None) -> str | None:
-        return timestamp(value)
-
-
-def _finite(value: object) -> float | None:
-    """A stored number as JSON can carry it: NaN and infinities (PostgreSQL stores them), and
-    anything that is not a number, as null."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer beyond a double, in an old breakdown
-        return None
-    return number if math.isfinite(number) else None
-
-
-def whole_number(value: object) -> int | None:
-    """A metric the formula makes a whole number (weights and counts are whole), as an integer;
-    a stored fraction (an import) rounds half up."""
-    number = _finite(value)
-    return None if number is None else math.floor(number + 0.5)
-
-
-def rounded_fraction(value: object, places: int) -> float | None:
-    """A fraction rounded half up to `places` decimals, as its shortest decimal text reads."""
-    number = _finite(value)
-    if number is None:
-        return None
-    exact = Decimal(repr(number)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
-    return float(exact)
-
-
-RANK_DECIMALS = 1  # percentile_rank
-SHARE_DECIMALS = 4  # adoption, active_user_share
-
-
-class _ReadWith:
-    """A field whose value is `read(instance)`: a JSON column as the read selectors render it
-    (they load it as text, so it is never decoded on the way, see engagement.selectors)."""
-
-    def __init__(self, *args, read, **kwargs) -> None:
-        self.read = read
-        super().__init__(*args, **kwargs)
-
-    def get_attribute(self, instance):
-        return self.read(instance)
-
-
-class ReadDictField(_ReadWith, serializers.DictField):
-    pass
-
-
-class ReadListField(_ReadWith, serializers.ListField):
-    pass
 
 
 class BreakdownItemSerializer(serializers.Serializer):
@@ -192,85 +135,129 @@ def _breakdown(items: list) -> list[dict]:
     ]
 
 
-class ScoredRecordSerializer(serializers.Serializer):
-    """The metrics accounts and users both carry; the instance is their score row.
+def read(field: serializers.Field, value: Callable) -> serializers.Field:
+    """A record's field and how its value is read: value(serializer, found) with `found` a
+    ScoredAccount or ScoredUser. The record is this one list of fields: the schema documents it
+    and `to_representation` renders it."""
+    field.read_value = value
+    return field
 
-    Records are built directly (`to_representation`) rather than field by field: a page of 100
-    records is on every list request's hot path and DRF's per-field machinery costs more than the
-    queries behind it. The declared fields document the record for the OpenAPI schema, and a test
-    checks that both say the same.
+
+def _tenure(serializer, found) -> int:
+    score = found.score
+    if score.pk is not None and score.tenure_days is not None:
+        return score.tenure_days  # the engine's figure when it stored one
+    first_seen = serializer.fallback_first_seen(serializer.subject(found))
+    return tenure_days(traits=found.traits, first_seen=first_seen)
+
+
+def _scored_at(serializer, found) -> str | None:
+    workspace = serializer.context["workspace"]
+    return timestamp(score_computed_at(score=found.score, workspace=workspace))
+
+
+class ScoredRecordSerializer(serializers.Serializer):
+    """The metrics accounts and users both carry; the instance is a ScoredAccount or ScoredUser.
+
+    Records are built directly (`to_representation`) from the declared fields' `read` values
+    rather than by DRF's per-field machinery: a page of 100 records is on every list request's hot
+    path, and that machinery costs more than the queries behind it.
     """
 
-    workspace_id = serializers.IntegerField()
-    engagement_score = serializers.IntegerField(help_text="0-100 in this workspace.")
-    score_change = serializers.IntegerField(help_text="Now minus one lookback period earlier.")
-    previous_score = serializers.IntegerField(help_text="The score one lookback period earlier.")
-    percentile_rank = serializers.FloatField(
-        allow_null=True, help_text="0-100 within the workspace, one decimal."
+    workspace_id = read(serializers.IntegerField(), lambda s, f: f.score.workspace_id)
+    engagement_score = read(
+        serializers.IntegerField(help_text="0-100 in this workspace."),
+        lambda s, f: f.score.engagement_score,
     )
-    raw_score = serializers.IntegerField(
-        allow_null=True, help_text="Sum of event weights in the window."
+    score_change = read(
+        serializers.IntegerField(help_text="Now minus one lookback period earlier."),
+        lambda s, f: f.score.score_change,
     )
-    previous_raw_score = serializers.IntegerField(
-        allow_null=True, help_text="The raw score of the window one lookback period earlier."
+    previous_score = read(
+        serializers.IntegerField(help_text="The score one lookback period earlier."),
+        lambda s, f: f.score.previous_score,
     )
-    active_days = serializers.IntegerField()
-    adoption = serializers.FloatField(
-        allow_null=True, help_text="Share (0-1) of weighted event names used, four decimals."
+    percentile_rank = read(
+        serializers.FloatField(
+            allow_null=True, help_text="0-100 within the workspace, one decimal."
+        ),
+        lambda s, f: rounded_fraction(f.score.percentile_rank, RANK_DECIMALS),
     )
-    events_in_window = serializers.IntegerField()
-    last_seen = TimestampField(allow_null=True)
-    tenure_days = serializers.IntegerField(
-        help_text="Days since the createdAt trait, else since first seen."
+    raw_score = read(
+        serializers.IntegerField(allow_null=True, help_text="Sum of event weights in the window."),
+        lambda s, f: whole_number(f.score.raw_score),
     )
-    score_breakdown = BreakdownItemSerializer(many=True)
-    scored_at = TimestampField(
-        allow_null=True,
-        help_text="When the score was last computed (the workspace's last score refresh); "
-        "null before the first scoring.",
+    previous_raw_score = read(
+        serializers.IntegerField(
+            allow_null=True, help_text="The raw score of the window one lookback period earlier."
+        ),
+        lambda s, f: whole_number(f.score.previous_raw_score),
     )
+    active_days = read(serializers.IntegerField(), lambda s, f: f.score.active_days)
+    adoption = read(
+        serializers.FloatField(
+            allow_null=True, help_text="Share (0-1) of weighted event names used, four decimals."
+        ),
+        lambda s, f: rounded_fraction(f.score.adoption, SHARE_DECIMALS),
+    )
+    events_in_window = read(serializers.IntegerField(), lambda s, f: f.score.events_in_window)
+    last_seen = read(TimestampField(allow_null=True), lambda s, f: timestamp(s.seen_last(f)))
+    tenure_days = read(
+        serializers.IntegerField(
+            help_text="Days since the createdAt trait, else since first seen."
+        ),
+        _tenure,
+    )
+    score_breakdown = read(
+        BreakdownItemSerializer(many=True), lambda s, f: _breakdown(f.score.score_breakdown)
+    )
+    scored_at = read(
+        TimestampField(
+            allow_null=True,
+            help_text="When the score was last computed (the workspace's last score refresh); "
+            "null before the first scoring.",
+        ),
+        _scored_at,
+    )
+    # Added by `finish`: the expansions asked for, and the links.
     traits = serializers.DictField(required=False, help_text="With expand=traits only.")
     segments = SegmentRefSerializer(many=True, required=False, help_text="expand=segments only.")
     _links = RecordLinksSerializer()
 
     route = ""  # "read-account" or "read-user": the route of the record's own link
 
-    def subject(self, score):
+    def subject(self, found):
         raise NotImplementedError
 
     def fallback_first_seen(self, subject):
         raise NotImplementedError
 
-    def metrics(self, score, traits: dict) -> dict:
-        subject = self.subject(score)
-        scored = score.pk is not None
-        if scored and score.tenure_days is not None:
-            tenure = score.tenure_days  # the engine's figure when it stored one
-        else:
-            tenure = tenure_days(traits=traits, first_seen=self.fallback_first_seen(subject))
-        computed_at = score_computed_at(score=score, workspace=self.context["workspace"])
-        return {
-            "workspace_id": score.workspace_id,
-            "engagement_score": score.engagement_score,
-            "score_change": score.score_change,
-            "previous_score": score.previous_score,
-            "percentile_rank": rounded_fraction(score.percentile_rank, RANK_DECIMALS),
-            "raw_score": whole_number(score.raw_score),
-            "previous_raw_score": whole_number(score.previous_raw_score),
-            "active_days": score.active_days,
-            "adoption": rounded_fraction(score.adoption, SHARE_DECIMALS),
-            "events_in_window": score.events_in_window,
-            "last_seen": timestamp(score.last_seen),
-            "tenure_days": tenure,
-            "score_breakdown": _breakdown(score.score_breakdown),
-            "scored_at": timestamp(computed_at),
-        }
+    def seen_last(self, found) -> datetime | None:
+        raise NotImplementedError
 
-    def finish(self, data: dict, score, traits: dict) -> dict:
-        subject = self.subject(score)
+    @classmethod
+    def readers(cls) -> list[tuple[str, Callable]]:
+        """(name, read) of the record's fields: the subclass's own first, then the metrics."""
+        found = cls.__dict__.get("_readers")
+        if found is None:
+            fields = cls._declared_fields
+            inherited = {
+                name for base in cls.__mro__[1:] for name in vars(base).get("_declared_fields", {})
+            }
+            names = sorted(fields, key=lambda name: name in inherited)  # stable: own first
+            found = [(n, fields[n].read_value) for n in names if hasattr(fields[n], "read_value")]
+            cls._readers = found
+        return found
+
+    def to_representation(self, found: ScoredAccount | ScoredUser) -> dict:
+        data = {name: value(self, found) for name, value in self.readers()}
+        return self.finish(data, found)
+
+    def finish(self, data: dict, found: ScoredAccount | ScoredUser) -> dict:
+        subject, score = self.subject(found), found.score
         expand = self.context.get("expand", ())
         if "traits" in expand:
-            data["traits"] = traits
+            data["traits"] = found.traits
         if "segments" in expand:
             members = self.context.get("segments", {}).get(subject.id, [])
             data["segments"] = SegmentRefSerializer(members, many=True, context=self.context).data
@@ -282,78 +269,65 @@ class ScoredRecordSerializer(serializers.Serializer):
 
 
 class AccountSerializer(ScoredRecordSerializer):
-    """An account and its metrics in one workspace (instance: an AccountScore with .account)."""
+    """An account and its metrics in one workspace."""
 
-    id = serializers.IntegerField()
-    tracking_id = serializers.CharField()
-    name = serializers.CharField(allow_null=True, help_text="The name trait, when a string.")
-    identified = serializers.BooleanField()
-    created_at = TimestampField()
-    active_users = serializers.IntegerField()
-    total_users = serializers.IntegerField()
-    active_user_share = serializers.FloatField(
-        allow_null=True, help_text="Share (0-1) of users active, four decimals."
+    # The instance is a ScoredAccount (engagement.presentation).
+
+    id = read(serializers.IntegerField(), lambda s, f: f.account.id)
+    tracking_id = read(serializers.CharField(), lambda s, f: f.account.tracking_id)
+    name = read(
+        serializers.CharField(
+            allow_null=True, help_text="The name trait, when a non-empty string."
+        ),
+        lambda s, f: account_name(f.traits),
+    )
+    identified = read(serializers.BooleanField(), lambda s, f: f.account.identified)
+    created_at = read(TimestampField(), lambda s, f: timestamp(f.account.created_at))
+    active_users = read(serializers.IntegerField(), lambda s, f: f.score.active_users)
+    total_users = read(serializers.IntegerField(), lambda s, f: f.score.total_users)
+    active_user_share = read(
+        serializers.FloatField(
+            allow_null=True, help_text="Share (0-1) of users active, four decimals."
+        ),
+        lambda s, f: rounded_fraction(f.score.active_user_share, SHARE_DECIMALS),
     )
 
     route = "read-account"
 
-    def subject(self, score) -> Account:
-        return score.account
+    def subject(self, found: ScoredAccount) -> Account:
+        return found.account
 
     def fallback_first_seen(self, account: Account):
         return account.created_at
 
-    def to_representation(self, score) -> dict:
-        account = score.account
-        traits = read_traits(account)
-        name = traits.get("name")
-        data = {
-            "id": account.id,
-            "tracking_id": account.tracking_id,
-            "name": name if isinstance(name, str) else None,
-            "identified": account.identified,
-            "created_at": timestamp(account.created_at),
-            **self.metrics(score, traits),
-            "active_users": score.active_users,
-            "total_users": score.total_users,
-            "active_user_share": rounded_fraction(score.active_user_share, SHARE_DECIMALS),
-        }
-        return self.finish(data, score, traits)
+    def seen_last(self, found: ScoredAccount) -> datetime | None:
+        return account_last_seen(found.score)
 
 
 class UserSerializer(ScoredRecordSerializer):
-    """A user and their metrics in one workspace (instance: a UserScore with .user)."""
+    """A user and their metrics in one workspace."""
 
-    id = serializers.IntegerField()
-    tracking_id = serializers.CharField()
-    email = serializers.CharField(allow_null=True, help_text="null until the user sends one.")
-    identified = serializers.BooleanField()
-    first_seen = TimestampField(allow_null=True)
+    # The instance is a ScoredUser (engagement.presentation).
+
+    id = read(serializers.IntegerField(), lambda s, f: f.user.id)
+    tracking_id = read(serializers.CharField(), lambda s, f: f.user.tracking_id)
+    email = read(
+        serializers.CharField(allow_null=True, help_text="null until the user sends one."),
+        lambda s, f: f.user.email or None,
+    )
+    identified = read(serializers.BooleanField(), lambda s, f: f.user.identified)
+    first_seen = read(TimestampField(allow_null=True), lambda s, f: timestamp(f.user.first_seen_at))
 
     route = "read-user"
 
-    def subject(self, score) -> User:
-        return score.user
+    def subject(self, found: ScoredUser) -> User:
+        return found.user
 
     def fallback_first_seen(self, user: User):
         return user.first_seen_at or user.created_at
 
-    def to_representation(self, score) -> dict:
-        user = score.user
-        traits = read_traits(user)
-        data = {
-            "id": user.id,
-            "tracking_id": user.tracking_id,
-            "email": user.email or None,
-            "identified": user.identified,
-            "first_seen": timestamp(user.first_seen_at),
-            **self.metrics(score, traits),
-        }
-        # The user row's own last-seen time is written as events are applied, seconds before
-        # the next score refresh: the fresher of the two is what a reader wants.
-        if user.last_seen_at and (score.last_seen is None or user.last_seen_at > score.last_seen):
-            data["last_seen"] = timestamp(user.last_seen_at)
-        return self.finish(data, score, traits)
+    def seen_last(self, found: ScoredUser) -> datetime | None:
+        return user_last_seen(found.user, found.score)
 
 
 # --- Segments ---------------------------------------------------------------------------------
@@ -407,99 +381,3 @@ class SegmentMemberSerializer(serializers.Serializer):
             "self": _link(self.context, route, target_id, workspace_id=workspace_id),
             "workspace": _link(self.context, "read-workspace", workspace_id),
         }
-
-
-# --- Query parameters -------------------------------------------------------------------------
-
-
-class ExpandField(serializers.CharField):
-    """A comma-separated subset of `choices`, parsed into a set."""
-
-    def __init__(self, *, choices: tuple[str, ...], **kwargs) -> None:
-        self.choices = choices
-        kwargs.setdefault("required", False)
-        kwargs.setdefault("help_text", f"Comma-separated: {', '.join(choices)}.")
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data) -> set[str]:
-        names = {name.strip() for name in super().to_internal_value(data).split(",")}
-        names.discard("")
-        unknown = sorted(names - set(self.choices))
-        if unknown:
-            raise serializers.ValidationError(
-                f"Unknown expand value(s): {', '.join(unknown)}; "
-                f"allowed: {', '.join(self.choices)}."
-            )
-        return names
-
-
-@extend_schema_field(OpenApiTypes.INT)
-class IdField(serializers.IntegerField):
-    def __init__(self, **kwargs) -> None:
-        kwargs.setdefault("min_value", 1)
-        kwargs.setdefault("max_value", 2**63 - 1)
-        super().__init__(**kwargs)
-
-
-class WindowQuery(serializers.Serializer):
-    limit = serializers.IntegerField(
-        min_value=1,
-        max_value=MAX_LIMIT,
-        default=DEFAULT_LIMIT,
-        help_text=f"Page size, 1-{MAX_LIMIT} (default {DEFAULT_LIMIT}).",
-    )
-    offset = serializers.IntegerField(
-        min_value=0, max_value=2**31 - 1, default=0, help_text="Records to skip (default 0)."
-    )
-
-
-class WorkspaceListQuery(WindowQuery):
-    pass
-
-
-class WorkspaceDetailQuery(serializers.Serializer):
-    expand = ExpandField(choices=("stats",))
-
-
-class WorkspaceScopedListQuery(WindowQuery):
-    workspace_id = IdField(help_text="The workspace (from GET /v2/workspaces).")
-
-
-class AccountListQuery(WorkspaceScopedListQuery):
-    expand = ExpandField(choices=("traits", "segments"))
-
-
-class RecordDetailQuery(serializers.Serializer):
-    workspace_id = IdField(
-        required=False, help_text="The workspace of the metrics (default: the product's first)."
-    )
-    expand = ExpandField(choices=("traits", "segments"))
-
-
-class UserListQuery(AccountListQuery):
-    match_type = serializers.ChoiceField(
-        choices=list(USER_MATCH_TYPES),
-        required=False,
-        help_text="Look a user up by this (give match_value too).",
-    )
-    match_value = serializers.CharField(
-        required=False,
-        max_length=320,
-        help_text="The email or tracking id to look up (give match_type too).",
-    )
-
-
-class SegmentMembersQuery(WindowQuery):
-    pass
-
-
-class V1AccountQuery(AccountListQuery):
-    id = IdField(
-        required=False, help_text="The account's id (or match_type and match_value, not both)."
-    )
-    match_type = serializers.CharField(
-        required=False,
-        max_length=255,
-        help_text="domain, name, tracking_id or any trait name (give match_value too).",
-    )
-    match_value = serializers.CharField(required=False, max_length=1000)

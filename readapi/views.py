@@ -19,6 +19,7 @@ from config.exceptions import ErrorSerializer
 from engagement import selectors
 from engagement.models import Workspace
 from engagement.scoping import ProductScopedView
+from readapi import params as q
 from readapi import serializers as s
 from readapi.authentication import BearerTokenAuthentication, HasApiToken
 from readapi.links import Links
@@ -111,11 +112,11 @@ class WorkspaceListView(ReadApiView):
     @extend_schema(
         operation_id="workspaces_list",
         summary="List the workspaces the token can read",
-        parameters=[s.WorkspaceListQuery],
+        parameters=[q.WorkspaceListQuery],
         responses={200: WorkspacePage, **ERRORS},
     )
     def get(self, request: Request) -> Response:
-        params = self.params(s.WorkspaceListQuery)
+        params = self.params(q.WorkspaceListQuery)
         workspaces = selectors.workspace_list_for_product(product_id=self.product_id)
         total = workspaces.count()
         page = workspaces[params["offset"] : params["offset"] + params["limit"]]
@@ -127,11 +128,11 @@ class WorkspaceDetailView(ReadApiView):
     @extend_schema(
         operation_id="workspaces_retrieve",
         summary="Retrieve one workspace (expand=stats adds user and account counts)",
-        parameters=[s.WorkspaceDetailQuery],
+        parameters=[q.WorkspaceDetailQuery],
         responses={200: s.WorkspaceSerializer, **ERRORS},
     )
     def get(self, request: Request, workspace_id: int) -> Response:
-        params = self.params(s.WorkspaceDetailQuery)
+        params = self.params(q.WorkspaceDetailQuery)
         workspace = self.scoped_workspace(workspace_id)
         stats = None
         if "stats" in params.get("expand", ()):
@@ -161,11 +162,11 @@ class AccountListView(AccountPageMixin, ReadApiView):
     @extend_schema(
         operation_id="accounts_list",
         summary="List a workspace's accounts, ranked by engagement score (ties by id)",
-        parameters=[s.AccountListQuery],
+        parameters=[q.AccountListQuery],
         responses={200: AccountPage, **ERRORS},
     )
     def get(self, request: Request) -> Response:
-        params = self.params(s.AccountListQuery)
+        params = self.params(q.AccountListQuery)
         workspace = self.scoped_workspace(params["workspace_id"])
         page = selectors.account_list_ranked(
             workspace=workspace,
@@ -180,11 +181,11 @@ class AccountDetailView(ReadApiView):
     @extend_schema(
         operation_id="accounts_retrieve",
         summary="Retrieve one account with its full metric set",
-        parameters=[s.RecordDetailQuery],
+        parameters=[q.RecordDetailQuery],
         responses={200: s.AccountSerializer, **ERRORS},
     )
     def get(self, request: Request, account_id: int) -> Response:
-        params = self.params(s.RecordDetailQuery)
+        params = self.params(q.RecordDetailQuery)
         account = self.scoped_account(account_id)
         workspace = self.scoped_workspace_or_default(params.get("workspace_id"))
         score = selectors.account_score_get(workspace=workspace, account=account)
@@ -202,11 +203,11 @@ class LegacyAccountLookupView(AccountPageMixin, ReadApiView):
     @extend_schema(
         operation_id="v1_accounts_lookup",
         summary="Legacy lookup of accounts by id, or by domain, name, tracking id or any trait",
-        parameters=[s.V1AccountQuery],
+        parameters=[q.V1AccountQuery],
         responses={200: AccountPage, **ERRORS},
     )
     def get(self, request: Request) -> Response:
-        params = self.params(s.V1AccountQuery)
+        params = self.params(q.V1AccountQuery)
         by_match = _require_match_pair(params)
         if by_match == ("id" in params):
             raise ApiError(
@@ -239,11 +240,11 @@ class UserListView(ReadApiView):
         operation_id="users_list",
         summary="List a workspace's users by engagement score, or look users up by email or "
         "tracking id",
-        parameters=[s.UserListQuery],
+        parameters=[q.UserListQuery],
         responses={200: UserPage, **ERRORS},
     )
     def get(self, request: Request) -> Response:
-        params = self.params(s.UserListQuery)
+        params = self.params(q.UserListQuery)
         by_match = _require_match_pair(params)
         workspace = self.scoped_workspace(params["workspace_id"])
         window = {"offset": params["offset"], "limit": params["limit"]}
@@ -275,11 +276,11 @@ class UserDetailView(ReadApiView):
     @extend_schema(
         operation_id="users_retrieve",
         summary="Retrieve one user with their full metric set",
-        parameters=[s.RecordDetailQuery],
+        parameters=[q.RecordDetailQuery],
         responses={200: s.UserSerializer, **ERRORS},
     )
     def get(self, request: Request, user_id: int) -> Response:
-        params = self.params(s.RecordDetailQuery)
+        params = self.params(q.RecordDetailQuery)
         user = self.scoped_user(user_id)
         workspace = self.scoped_workspace_or_default(params.get("workspace_id"))
         score = selectors.user_score_get(workspace=workspace, user=user)
@@ -300,11 +301,11 @@ class SegmentListView(ReadApiView):
     @extend_schema(
         operation_id="segments_list",
         summary="List a workspace's segments",
-        parameters=[s.WorkspaceScopedListQuery],
+        parameters=[q.WorkspaceScopedListQuery],
         responses={200: SegmentPage, **ERRORS},
     )
     def get(self, request: Request) -> Response:
-        params = self.params(s.WorkspaceScopedListQuery)
+        params = self.params(q.WorkspaceScopedListQuery)
         workspace = self.scoped_workspace(params["workspace_id"])
         page = selectors.segment_list_for_workspace(
             workspace=workspace, offset=params["offset"], limit=params["limit"]
@@ -328,11 +329,11 @@ class SegmentMemberListView(ReadApiView):
     @extend_schema(
         operation_id="segments_members_list",
         summary="List a segment's current members with when they joined (latest first)",
-        parameters=[s.SegmentMembersQuery],
+        parameters=[q.SegmentMembersQuery],
         responses={200: SegmentMemberPage, **ERRORS},
     )
     def get(self, request: Request, segment_id: int) -> Response:
-        params = self.params(s.SegmentMembersQuery)
+        params = self.params(q.SegmentMembersQuery)
         segment = self.scoped_segment(segment_id)
         page = selectors.segment_member_list(
             segment=segment, offset=params["offset"], limit=params["limit"]

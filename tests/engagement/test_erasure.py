@@ -12,6 +12,7 @@ from django.core.cache import cache
 from django.core.management import call_command
 from django.db import connection
 
+from dashboard.selectors import workspace_overview
 from engagement.erasure import ErasureTargetMissing, erasure_request, erasure_run
 from engagement.event_store import event_tallies_compact
 from engagement.models import (
@@ -27,7 +28,6 @@ from engagement.models import (
     UserScore,
     UserScoreDay,
 )
-from engagement.overview import workspace_overview
 from engagement.scoring import workspace_refresh
 from engagement.services import event_partitions_maintain
 from ingestion.models import AcceptedRequest, SeenMessage

@@ -329,7 +329,7 @@ def test_record_matches_its_documented_fields(read, acme):
 
 def test_deep_pages_from_rank_bookmarks_match_the_ranking(read, acme, settings, monkeypatch):
     """Pages past the first bookmark start from it; every page must equal the plain ranking."""
-    monkeypatch.setattr("engagement.selectors.BOOKMARK_EVERY", 3)
+    monkeypatch.setattr("engagement.ranking.BOOKMARK_EVERY", 3)
     settings.READ_API_COUNTS_CACHE_SECONDS = 60
     scores = [50, 20, 50, 90, 20, 20, 50, 10, 20, 0, 90, 20, 5, 50]  # many ties
     accounts = [add_account(acme, f"acct_{n}") for n in range(len(scores))]

@@ -231,7 +231,7 @@ def test_record_matches_its_documented_fields(read, acme):
 
 
 def test_deep_user_pages_from_rank_bookmarks(read, acme, settings, monkeypatch):
-    monkeypatch.setattr("engagement.selectors.BOOKMARK_EVERY", 2)
+    monkeypatch.setattr("engagement.ranking.BOOKMARK_EVERY", 2)
     settings.READ_API_COUNTS_CACHE_SECONDS = 60
     scores = [7, 3, 7, 7, 1, 3, 9]
     users = [add_user(acme, f"usr_{n}") for n in range(len(scores))]

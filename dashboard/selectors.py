@@ -1,15 +1,16 @@
-"""Reads for the dashboard: a workspace at a glance, the account list with its search, filters
-and sorting, and the daily figures behind an account's, a user's and a segment's page.
+"""Reads for the dashboard: a workspace at a glance, and the account list with its search,
+filters and sorting (the pages of one account, user or segment: dashboard.record_selectors).
 
 Always given a workspace (or a record) the caller has already scoped to the signed-in user's
-products; nothing here checks who asks.
+products; nothing here checks who asks. Names and last-seen times follow
+engagement.presentation, as the read API does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from django.db.models import (
     Count,
@@ -18,36 +19,29 @@ from django.db.models import (
     Q,
     QuerySet,
     Sum,
+    TextField,
     Value,
     Window,
 )
-from django.db.models.functions import Coalesce, Lower, TruncDate
+from django.db.models.functions import Cast, Coalesce, Lower
 from django.utils import timezone
 
-from engagement.models import (
-    Account,
-    AccountScore,
-    EventDayTally,
-    EventRollup,
-    Membership,
-    Segment,
-    SegmentMember,
-    SegmentMembershipChange,
-    User,
-    UserScore,
-    Workspace,
+from engagement.models import Account, AccountScore, EventDayTally, SegmentMember, Workspace
+from engagement.presentation import (
+    ScoredAccount,
+    account_last_seen,
+    account_name,
+    trait_text,
 )
 from engagement.segments import TraitText, accounts_admitted
 from engagement.selectors import (
     WorkspaceStats,
     account_list_ranked,
-    read_account_filter,
-    read_traits,
     workspace_stats,
 )
+from engagement.stored_json import json_for_reading, read_account_filter, read_traits
 from engagement.workspace_cache import cached_for_workspace
 
-MARKETPLACE_PREFIX = "am."
 # Health bands of a 0-100 score: (key, label, lowest, highest).
 BANDS = (
     ("low", "0-50", 0, 50),
@@ -73,7 +67,7 @@ def _today() -> date:
     return timezone.now().date()
 
 
-def _days(days: int, today: date | None = None) -> list[date]:
+def days_ending_today(days: int, today: date | None = None) -> list[date]:
     """The `days` days ending today, oldest first."""
     today = today or _today()
     return [today - timedelta(days=offset) for offset in range(days - 1, -1, -1)]
@@ -92,7 +86,7 @@ class DayCount:
 class Mover:
     account_id: int
     tracking_id: str
-    name: str
+    name: str | None
     score: int
     change: int
 
@@ -122,20 +116,24 @@ def _movers(workspace: Workspace, ordering: str, condition: Q) -> list[Mover]:
     accounts = {
         account["id"]: account
         for account in Account.objects.filter(id__in=[row["account_id"] for row in rows])
-        .annotate(name=TraitText("name", "traits"))
-        .values("id", "tracking_id", "name")
+        .annotate(traits_json=Cast("traits", TextField()))
+        .values("id", "tracking_id", "traits_json")
     }
     return [
         Mover(
             account_id=row["account_id"],
             tracking_id=accounts[row["account_id"]]["tracking_id"],
-            name=accounts[row["account_id"]]["name"] or "",
+            name=_name(json_for_reading(accounts[row["account_id"]]["traits_json"])),
             score=row["engagement_score"],
             change=row["score_change"],
         )
         for row in rows
         if row["account_id"] in accounts
     ]
+
+
+def _name(traits: object) -> str | None:
+    return account_name(traits if isinstance(traits, dict) else {})
 
 
 def _bands(stats: WorkspaceStats) -> list[tuple[str, int]]:
@@ -172,7 +170,7 @@ def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
 
     def compute() -> WorkspaceOverview:
         stats = workspace_stats(workspace=workspace, counts_cache_seconds=LIST_COUNTS_CACHE_SECONDS)
-        events_per_day, top_events = _events(workspace, _days(workspace.lookback_days))
+        events_per_day, top_events = _events(workspace, days_ending_today(workspace.lookback_days))
         return WorkspaceOverview(
             accounts=stats.accounts,
             users=stats.users,
@@ -215,7 +213,7 @@ class AccountQuery:
 class AccountRow:
     id: int
     tracking_id: str
-    name: str
+    name: str | None
     domain: str
     score: int
     change: int
@@ -292,38 +290,35 @@ def _account_queryset(workspace: Workspace, query: AccountQuery) -> QuerySet[Acc
 
 
 def _row(account: Account) -> AccountRow:
+    traits = read_traits(account)
     return AccountRow(
         id=account.id,
         tracking_id=account.tracking_id,
-        name=account.name or "",
+        name=account_name(traits),
         domain=account.domain or "",
         score=account.score,
         change=account.change,
         active_users=account.active_users,
         total_users=account.total_users,
         last_seen=account.last_seen,
-        traits=read_traits(account),
-    )
-
-
-def _ranked_row(score: AccountScore) -> AccountRow:
-    traits = read_traits(score.account)
-    return AccountRow(
-        id=score.account_id,
-        tracking_id=score.account.tracking_id,
-        name=_text(traits.get("name")),
-        domain=_text(traits.get("domain")),
-        score=score.engagement_score,
-        change=score.score_change,
-        active_users=score.active_users,
-        total_users=score.total_users,
-        last_seen=score.last_seen,
         traits=traits,
     )
 
 
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ("" if value is None else str(value))
+def _ranked_row(found: ScoredAccount) -> AccountRow:
+    score = found.score
+    return AccountRow(
+        id=found.account.id,
+        tracking_id=found.account.tracking_id,
+        name=account_name(found.traits),
+        domain=trait_text(found.traits.get("domain")),
+        score=score.engagement_score,
+        change=score.score_change,
+        active_users=score.active_users,
+        total_users=score.total_users,
+        last_seen=account_last_seen(score),
+        traits=found.traits,
+    )
 
 
 def account_list_page(
@@ -374,7 +369,10 @@ def _segment_page(
     direction = "" if query.ascending else "-"
     offset = (page - 1) * per_page
     found = scores.select_related("account").order_by(f"{direction}engagement_score", "account_id")
-    rows = [_ranked_row(score) for score in found[offset : offset + per_page]]
+    rows = [
+        _ranked_row(ScoredAccount(score.account, read_traits(score.account), score))
+        for score in found[offset : offset + per_page]
+    ]
     return AccountListPage(rows=rows, total=scores.count(), page=page, per_page=per_page)
 
 
@@ -384,147 +382,3 @@ def account_list_all(
     """Every account the query selects, in its order (for an export)."""
     for account in _account_queryset(workspace, query).iterator(chunk_size=chunk):
         yield _row(account)
-
-
-# --- One account, one user, one segment -------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SubjectScore:
-    """A user (or account) with its score in the workspace, for the lists on a page."""
-
-    id: int
-    tracking_id: str
-    label: str
-    score: int
-    change: int
-    last_seen: datetime | None
-
-
-def user_label(user: User) -> str:
-    traits = read_traits(user)
-    full = " ".join(_text(traits.get(key)) for key in ("firstName", "lastName")).strip()
-    return _text(traits.get("name")) or full or user.email
-
-
-def account_users(*, workspace: Workspace, account: Account, limit: int = 200) -> list:
-    """The account's users with their score in the workspace, highest first."""
-    user_ids = list(
-        Membership.objects.filter(account_id=account.id)
-        .order_by("-linked_at")
-        .values_list("user_id", flat=True)[:limit]
-    )
-    users = {user.id: user for user in User.objects.filter(id__in=user_ids)}
-    scores = {
-        row.user_id: row
-        for row in UserScore.objects.filter(workspace_id=workspace.id, user_id__in=user_ids)
-    }
-    found = []
-    for user_id in user_ids:
-        user = users[user_id]
-        score = scores.get(user_id)
-        found.append(
-            SubjectScore(
-                id=user.id,
-                tracking_id=user.tracking_id,
-                label=user_label(user),
-                score=score.engagement_score if score else 0,
-                change=score.score_change if score else 0,
-                last_seen=(score.last_seen if score else None) or user.last_seen_at,
-            )
-        )
-    return sorted(found, key=lambda item: (-item.score, item.id))
-
-
-def user_accounts(*, workspace: Workspace, user: User) -> list[SubjectScore]:
-    """The accounts the user is linked to, most recently linked first, with their scores."""
-    memberships = list(
-        Membership.objects.filter(user_id=user.id).select_related("account").order_by("-linked_at")
-    )
-    ids = [m.account_id for m in memberships]
-    scores = {
-        row.account_id: row
-        for row in AccountScore.objects.filter(workspace_id=workspace.id, account_id__in=ids)
-    }
-    found = []
-    for membership in memberships:
-        account = membership.account
-        score = scores.get(account.id)
-        found.append(
-            SubjectScore(
-                id=account.id,
-                tracking_id=account.tracking_id,
-                label=_text(read_traits(account).get("name")),
-                score=score.engagement_score if score else 0,
-                change=score.score_change if score else 0,
-                last_seen=score.last_seen if score else None,
-            )
-        )
-    return found
-
-
-def _per_day(rows: QuerySet, days: list[date]) -> list[DayCount]:
-    counts = {row["day"]: row["events"] for row in rows}
-    return [DayCount(day, counts.get(day, 0)) for day in days]
-
-
-def account_activity(*, account: Account, days: int) -> list[DayCount]:
-    """Events of the account per day over the last `days` days (today included)."""
-    span = _days(days)
-    rows = (
-        EventRollup.objects.filter(account_id=account.id, day__gte=span[0])
-        .values("day")
-        .annotate(events=Sum("count"))
-    )
-    return _per_day(rows, span)
-
-
-def user_activity(*, user: User, days: int) -> list[DayCount]:
-    """Events of the user per day over the last `days` days (today included)."""
-    span = _days(days)
-    rows = (
-        EventRollup.objects.filter(product_id=user.product_id, user_id=user.id, day__gte=span[0])
-        .values("day")
-        .annotate(events=Sum("count"))
-    )
-    return _per_day(rows, span)
-
-
-def split_traits(traits: dict) -> tuple[list[tuple[str, object]], list[tuple[str, object]]]:
-    """(own traits, marketplace license traits `am.*`), each sorted by name."""
-    own = sorted((k, v) for k, v in traits.items() if not k.startswith(MARKETPLACE_PREFIX))
-    license_ = sorted((k, v) for k, v in traits.items() if k.startswith(MARKETPLACE_PREFIX))
-    return own, license_
-
-
-@dataclass(frozen=True, slots=True)
-class DayChanges:
-    day: date
-    joined: int
-    left: int
-
-
-def segment_changes(*, segment: Segment, days: int) -> list[DayChanges]:
-    """Joins and leaves of the segment per day (UTC) over the last `days` days, oldest first."""
-    span = _days(days)
-    since = datetime(span[0].year, span[0].month, span[0].day, tzinfo=UTC)
-    rows = (
-        SegmentMembershipChange.objects.filter(segment_id=segment.id, at__gte=since)
-        .annotate(day=TruncDate("at"))
-        .values("day", "change")
-        .annotate(count=Count("id"))
-    )
-    counts = {(row["day"], row["change"]): row["count"] for row in rows}
-    joined, left = SegmentMembershipChange.Change.JOINED, SegmentMembershipChange.Change.LEFT
-    return [
-        DayChanges(day, counts.get((day, joined), 0), counts.get((day, left), 0)) for day in span
-    ]
-
-
-def segments_for_workspace(*, workspace: Workspace) -> list[Segment]:
-    """The workspace's segments by name, each with `member_count`."""
-    return list(
-        Segment.objects.filter(workspace_id=workspace.id)
-        .annotate(member_count=Count("members"))
-        .order_by("name", "id")
-    )

@@ -1,0 +1,231 @@
+"""The user and account rows messages_apply works on: locked (or created) in bulk, in one order
+so that concurrent writers never deadlock; traits merged key by key, the latest time winning;
+written back in bulk; and the links between them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.utils import timezone
+
+from engagement import bulk
+from engagement.models import Account, Membership, User
+
+IN_CHUNK = 5000
+
+
+def ms_to_datetime(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def chunks(values: Sequence, size: int = IN_CHUNK) -> Iterable[Sequence]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+@dataclass(slots=True)
+class UserState:
+    id: int
+    identified: bool
+    first_seen_at: datetime | None
+    traits: dict | None = None  # loaded only for users whose traits this batch merges
+    trait_times: dict | None = None
+    changed: bool = False  # traits, identity, first seen or links: written back
+
+
+@dataclass(slots=True)
+class AccountState:
+    id: int
+    identified: bool
+    traits: dict | None = None
+    trait_times: dict | None = None
+    changed: bool = False
+
+
+def users_lock_or_create(
+    product_id: int, tracking_ids: set[str], *, with_traits: set[str]
+) -> dict[str, UserState]:
+    """The users with these tracking ids, created (not yet identified) when missing, all locked
+    in one id-ordered statement; traits are read only for those in `with_traits`."""
+    if not tracking_ids:
+        return {}
+    columns = ("id", "tracking_id", "identified", "first_seen_at")
+    rows = bulk.select_in(
+        User, columns, product_id=product_id, tracking_ids=tracking_ids, lock=True
+    )
+    missing = tracking_ids - {row[1] for row in rows}
+    if missing:
+        now = timezone.now()
+        bulk.insert_ignoring_conflicts(
+            User,
+            (
+                "product",
+                "tracking_id",
+                "traits",
+                "trait_times",
+                "identified",
+                "email",
+                "created_at",
+                "updated_at",
+            ),
+            [(product_id, tid, {}, {}, False, "", now, now) for tid in sorted(missing)],
+        )
+        rows += bulk.select_in(
+            User, columns, product_id=product_id, tracking_ids=missing, lock=True
+        )
+    users = {
+        tid: UserState(uid, identified, first_seen) for uid, tid, identified, first_seen in rows
+    }
+    if with_traits:
+        for tid, traits, trait_times in bulk.select_in(
+            User,
+            ("tracking_id", "traits", "trait_times"),
+            product_id=product_id,
+            tracking_ids=with_traits,
+            lock=False,
+        ):
+            users[tid].traits, users[tid].trait_times = traits, trait_times
+    return users
+
+
+def accounts_lock_or_create(
+    product_id: int, tracking_ids: set[str], *, lock: set[str]
+) -> dict[str, AccountState]:
+    """The accounts with these tracking ids, created when missing; those in `lock` (the ones
+    whose row this batch changes) are locked with their traits read, the rest only looked up."""
+    if not tracking_ids:
+        return {}
+    found: dict[str, AccountState] = {}
+
+    def load(ids: set[str]) -> None:
+        if ids & lock:
+            for aid, tid, identified, traits, trait_times in bulk.select_in(
+                Account,
+                ("id", "tracking_id", "identified", "traits", "trait_times"),
+                product_id=product_id,
+                tracking_ids=ids & lock,
+                lock=True,
+            ):
+                found[tid] = AccountState(aid, identified, traits, trait_times)
+        if ids - lock:
+            for aid, tid, identified in bulk.select_in(
+                Account,
+                ("id", "tracking_id", "identified"),
+                product_id=product_id,
+                tracking_ids=ids - lock,
+                lock=False,
+            ):
+                found[tid] = AccountState(aid, identified)
+
+    load(tracking_ids)
+    missing = tracking_ids - found.keys()
+    if missing:
+        now = timezone.now()
+        bulk.insert_ignoring_conflicts(
+            Account,
+            (
+                "product",
+                "tracking_id",
+                "traits",
+                "trait_times",
+                "identified",
+                "created_at",
+                "updated_at",
+            ),
+            [(product_id, tid, {}, {}, False, now, now) for tid in sorted(missing)],
+        )
+        load(missing)
+    return found
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def merge_traits(obj: UserState | AccountState, traits: dict, timestamp_ms: int) -> bool:
+    """Per key, the value with the later message time wins; ties go to the larger value so
+    that the outcome never depends on the order in which messages are applied."""
+    changed = False
+    for key, value in traits.items():
+        previous_ms = obj.trait_times.get(key)
+        if previous_ms is not None:
+            if timestamp_ms < previous_ms:
+                continue
+            if timestamp_ms == previous_ms and _canonical(value) <= _canonical(obj.traits.get(key)):
+                continue
+        obj.traits[key] = value
+        obj.trait_times[key] = timestamp_ms
+        changed = True
+    return changed
+
+
+def _user_email(traits: dict) -> str:
+    email = traits.get("email")
+    return email[:320] if isinstance(email, str) else ""
+
+
+_LINK_ASSIGNMENTS = """
+    linked_at = CASE WHEN excluded.linked_at > engagement_membership.linked_at
+                     THEN excluded.linked_at ELSE engagement_membership.linked_at END
+"""
+
+
+def links_upsert(links: dict[tuple[int, int], datetime]) -> None:
+    """Create the user-account links, or move an existing link's time forward."""
+    now = timezone.now()
+    bulk.upsert(
+        Membership,
+        ("user", "account", "linked_at", "created_at"),
+        [(user_id, account_id, when, now) for (user_id, account_id), when in sorted(links.items())],
+        conflict=("user", "account"),
+        assignments=_LINK_ASSIGNMENTS,
+    )
+
+
+def latest_account_by_user(user_ids: set[int]) -> dict[int, int]:
+    """Each user's most recently linked account (ties: the larger account id)."""
+    latest: dict[int, tuple[datetime, int]] = {}
+    for chunk in chunks(sorted(user_ids)):
+        for user_id, account_id, when in Membership.objects.filter(user_id__in=chunk).values_list(
+            "user_id", "account_id", "linked_at"
+        ):
+            current = latest.get(user_id)
+            if current is None or (when, account_id) > current:
+                latest[user_id] = (when, account_id)
+    return {user_id: account_id for user_id, (_, account_id) in latest.items()}
+
+
+def users_write(users: Iterable[UserState], now: datetime) -> None:
+    changed = sorted((u for u in users if u.changed), key=lambda u: u.id)
+    bulk.update_by_id(
+        User,
+        ("identified", "first_seen_at", "updated_at"),
+        [(u.id, u.identified, u.first_seen_at, now) for u in changed],
+    )
+    merged = [u for u in changed if u.traits is not None]
+    bulk.update_by_id(
+        User,
+        ("traits", "trait_times", "email"),
+        [(u.id, u.traits, u.trait_times, _user_email(u.traits)) for u in merged],
+    )
+
+
+def accounts_write(accounts: Iterable[AccountState], now: datetime) -> None:
+    changed = sorted((a for a in accounts if a.changed), key=lambda a: a.id)
+    bulk.update_by_id(
+        Account,
+        ("identified", "traits", "trait_times", "updated_at"),
+        [
+            (a.id, a.identified, a.traits, a.trait_times, now)
+            for a in changed
+            if a.traits is not None
+        ],
+    )
+    bulk.update_by_id(
+        Account,
+        ("identified", "updated_at"),
+        [(a.id, a.identified, now) for a in changed if a.traits is None],
+    )
