@@ -208,6 +208,8 @@ else:
     # With a host: kombu warns "No hostname was supplied" on every connection to a bare
     # `filesystem://` (the transport itself ignores the host).
     CELERY_BROKER_URL = "filesystem://localhost/"
+    # kombu's filesystem transport, writing each message whole before a worker sees it.
+    CELERY_BROKER_TRANSPORT = "config.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
