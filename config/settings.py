@@ -151,8 +151,7 @@ if PRODUCTION and not _database_url:
 def _database_from_url(url: str) -> dict:
     database = dj_database_url.parse(url, conn_max_age=60)
     # Under ASGI (uvicorn) every request runs on a fresh thread, so a persistent connection is
-    # never reused and each read opened a new PostgreSQL session; a pool per process fixes that
-    # and serves gunicorn just as well.
+    # never reused and each read opened a new PostgreSQL session; a pool per process fixes that.
     if database["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_POOL", True):
         database["CONN_MAX_AGE"] = 0
         # A pooled connection may be dead after a database restart: check it on checkout.

@@ -113,7 +113,7 @@ def test_a_refused_host_on_a_page_keeps_the_html_400(client, db, settings):
 
 
 # A leading `//` cannot go through the test client (it reads `//v2` as a host):
-# test_doors_differential.py sends those to gunicorn and uvicorn.
+# tests/ingestion/test_door_http.py sends those to the door under uvicorn.
 @pytest.mark.parametrize("path", ["/V2/TRACK", "/v2//track", "/Segment", "/API//x", "/v1//batch"])
 def test_an_api_path_with_doubled_slashes_or_capitals_is_a_json_404(client, db, settings, path):
     settings.DEBUG = False

@@ -1,6 +1,6 @@
 """Styled without collectstatic: the service started as the README's production section does
-(gunicorn, or uvicorn with the ASGI door), with an empty STATIC_ROOT, serves the stylesheet and
-scripts its pages link to."""
+(uvicorn with the ASGI door, the one web command), with an empty STATIC_ROOT, serves the
+stylesheet and scripts its pages link to."""
 
 import re
 import urllib.request
@@ -11,21 +11,18 @@ from django.conf import settings
 from tests.config.test_production_e2e import free_port, http, production_env, spawn, wait_for
 
 
-def server_command(kind: str, port: int) -> list[str]:
-    if kind == "gunicorn":
-        return ["gunicorn", "config.wsgi:application", "--bind", f"127.0.0.1:{port}"]
+def server_command(port: int) -> list[str]:
     return ["uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("kind", ["gunicorn", "uvicorn"])
-def test_pages_are_styled_without_collectstatic(kind, django_db_setup, tmp_path):
+def test_pages_are_styled_without_collectstatic(django_db_setup, tmp_path):
     env = production_env(settings.CELERY_BROKER_URL, tmp_path)
     static_root = tmp_path / "static"
     assert not static_root.exists()  # collectstatic never ran
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = spawn(server_command(kind, port), env)
+    server = spawn(server_command(port), env)
     try:
         wait_for(lambda: http("GET", f"{base}/login/")[0] == 200)
         status, body = http("GET", f"{base}/login/")
