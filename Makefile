@@ -31,20 +31,13 @@ run: $(BIN)/.installed ## Start web (127.0.0.1:8000; PORT=... or .env's PORT to 
 	# .env itself, below the process's environment (config/env.py).
 	PATH=$(CURDIR)/$(BIN):$$PATH WEB_PORT=$(PORT) $(BIN)/honcho start -f Procfile -e /dev/null
 
-# The embedded mode's SQLite paths are checked too, on the tests that apply and score data.
-EMBEDDED_TESTS := tests/engagement tests/ingestion/test_v1.py tests/ingestion/test_v2.py \
-	tests/ingestion/test_order_and_merge.py tests/ingestion/test_drops.py \
-	tests/ingestion/test_drain_mixed_batches.py tests/ingestion/test_seen_message_keys.py \
-	tests/ingestion/test_batch.py tests/ingestion/test_drain_bad_messages.py \
-	tests/ingestion/test_wakeups.py tests/ingestion/test_acceptance_rules.py \
-	tests/ingestion/test_grouped_requests.py tests/ingestion/test_door_cases.py \
-	tests/readapi/test_history_backfill.py
-
+# The second pass runs on SQLite, the embedded mode's database, every test marked
+# `both_databases` (those that apply or score data mark their module so).
 test: $(BIN)/.installed ## Run the full test suite (real PostgreSQL, Redis, RabbitMQ; then SQLite)
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		$(BIN)/pytest --create-db $(PYTEST_ARGS)
 	DATABASE_URL= CELERY_BROKER_URL= DATA_DIR=$$(mktemp -d) \
-		$(BIN)/pytest -p no:cacheprovider -q -m "not e2e and not postgresql" $(EMBEDDED_TESTS)
+		$(BIN)/pytest -p no:cacheprovider -q -m "both_databases and not e2e and not postgresql"
 
 lint: $(BIN)/.installed ## ruff and Django's checks
 	$(BIN)/ruff check .

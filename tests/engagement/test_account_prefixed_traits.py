@@ -6,6 +6,9 @@ from engagement.models import Account
 from engagement.services import Message, account_prefixed_traits_replace, messages_apply
 from tests.factories import AccountFactory
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 
 def test_replaces_prefixed_traits_and_leaves_the_others(acme):
     AccountFactory(

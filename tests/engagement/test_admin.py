@@ -8,6 +8,9 @@ from engagement.models import EventWeight, Segment, SegmentMember, UserScore
 from engagement.scoring import workspace_rescore
 from tests.engagement.helpers import apply, group, track
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 
 @pytest.fixture
 def eager_tasks():

@@ -10,6 +10,9 @@ from engagement.models import AccountScore, UserScore, Workspace
 from engagement.scoring import workspace_rescore
 from tests.engagement.helpers import apply, group, identify, track
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 ACCOUNTS = reverse("admin:engagement_account_changelist")
 USERS = reverse("admin:engagement_user_changelist")
 

@@ -35,6 +35,9 @@ from tests.engagement.helpers import apply, group, identify, ms
 from tests.engagement.helpers import track as tracked
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 ADA = "ada-tracking-7731"
 ADA_EMAIL = "ada.lovelace@analytical.test"
 

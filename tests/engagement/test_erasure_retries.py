@@ -25,6 +25,9 @@ from engagement.tasks import erasure_run_task
 from ingestion.models import AcceptedRequest
 from tests.engagement.helpers import apply, identify, track
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 ADA = "ada-retry-7731"
 
 

@@ -13,6 +13,9 @@ from engagement.services import event_activity_purge
 from engagement.tasks import event_activity_purge as event_activity_purge_task
 from tests.engagement.helpers import apply, track
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 
 def test_each_applied_batch_records_its_users_and_accounts_once(acme):
     apply(acme, track("u1", "Login", times=3, account="A"), track("u2", "Login"))

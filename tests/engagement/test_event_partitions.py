@@ -8,6 +8,9 @@ from django.db import connection
 from engagement.models import Event, EventRollup
 from engagement.services import Message, event_partitions_maintain, messages_apply
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 TODAY = date(2026, 11, 22)
 
 

@@ -22,6 +22,9 @@ from engagement.models import (
 from engagement.services import Message, messages_apply
 from engagement.track_staging import staged_tracks_start
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 # One millisecond before a UTC midnight, so a case can straddle it.
 T0 = datetime(2026, 3, 10, 23, 59, 59, 999_000, tzinfo=UTC)
 DAY = T0.date()

@@ -3,11 +3,15 @@ compaction folds them into one row per key without changing a sum."""
 
 from datetime import UTC, datetime
 
+import pytest
 from django.db.models import Sum
 
 from engagement.event_store import event_tallies_compact
 from engagement.models import EventDayTally, EventRollup
 from tests.engagement.helpers import apply, group, ms, track
+
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
 
 
 def tallies(tenant) -> dict[tuple[str, str], int]:

@@ -1,9 +1,13 @@
 """The compact score breakdown: stored as [[event, count, weight]], read as objects."""
 
+import pytest
 from django.db import connection
 
 from engagement.models import UserScore
 from tests.engagement.helpers import apply, track
+
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
 
 
 def stored_breakdown(score: UserScore) -> str:

@@ -32,6 +32,9 @@ from engagement.tasks import score_history_due
 from tests.engagement.helpers import apply, group, track
 from tests.engagement.test_scoring import configure
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 
 def today() -> date:
     return datetime.now(UTC).date()

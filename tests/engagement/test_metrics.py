@@ -3,6 +3,7 @@ erasure requests by status, as a scrape would read them."""
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -11,6 +12,9 @@ from engagement.metrics import ErasuresCollector, ScoresAgeCollector
 from engagement.models import Erasure, ScoringState
 from engagement.tasks import workspace_refresh
 from tests.engagement.helpers import apply, track
+
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
 
 
 def scrape() -> CollectorRegistry:

@@ -1,11 +1,16 @@
 """One product-scoped base view (engagement.scoping) for the read API and the dashboard: the
 same `scoped_*` methods, so another product's id answers 404 in both by one rule."""
 
+import pytest
+
 from dashboard.views import WorkspaceView
 from engagement.models import Account, ProductMembership
 from engagement.scoping import ProductScopedView
 from readapi.views import ReadApiView
 from tests.dashboard.conftest import PASSWORD, signed_in
+
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
 
 SCOPED = ("scoped_workspace", "scoped_account", "scoped_user", "scoped_segment")
 

@@ -21,6 +21,9 @@ from engagement.scoring import (
 )
 from tests.engagement.helpers import apply, group, identify, track
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 
 def user_scores(tenant) -> dict[str, UserScore]:
     rows = UserScore.objects.filter(workspace=tenant.workspace).select_related("user")

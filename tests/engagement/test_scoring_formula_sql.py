@@ -18,6 +18,9 @@ from engagement.scoring import (
 from engagement.selectors import read_traits
 from tests.engagement.helpers import apply, identify
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 SCORE_CASES = [
     # raw, p90, score
     (0, 10, 0),  # no activity

@@ -14,6 +14,9 @@ from engagement.segments import (
 )
 from tests.engagement.helpers import apply, group, track
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 
 def days_ago(n: int) -> str:
     return (datetime.now(UTC) - timedelta(days=n)).date().isoformat()

@@ -8,6 +8,9 @@ from engagement.services import product_create
 from engagement.tasks import scores_refresh_due
 from tests.engagement.helpers import apply, track
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 
 @pytest.fixture
 def eager_tasks():

@@ -10,6 +10,9 @@ from django.db import DataError, IntegrityError, OperationalError, connection, t
 from engagement.models import Product
 from engagement.transient import is_transient
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 
 def raised_by(statement: str, params: list | None = None) -> Exception:
     try:

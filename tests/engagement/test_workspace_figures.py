@@ -4,6 +4,7 @@ inactive, accounts change band or leave the filter, and users are erased."""
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from engagement.erasure import erasure_request, erasure_run
@@ -20,6 +21,9 @@ from engagement.segments import accounts_admitted
 from engagement.selectors import workspace_stats
 from tests.engagement.helpers import apply, group, identify, track
 from tests.engagement.test_scoring import configure
+
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
 
 
 def counted(workspace) -> dict:

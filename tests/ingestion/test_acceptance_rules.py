@@ -11,6 +11,9 @@ from ingestion.acceptance import keys
 from ingestion.acceptance.fields import MAX_TRAITS_DEPTH
 from tests.ingestion.segment_support import segment_auth
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 NOW = 1_750_000_000_000
 MINUTE = 60_000
 LIMITS = acceptance.Limits(single=32 * 1024, batch=512 * 1024)

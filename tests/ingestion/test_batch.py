@@ -10,6 +10,9 @@ from ingestion.models import AcceptedRequest, DroppedRequest
 from ingestion.services.drain import accepted_requests_drain, accepted_requests_drain_for
 from tests.ingestion.segment_support import iso_now, sdk_batch, segment_auth, track
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 SEGMENT_SDK = "segment_analytics_python_2_4_0.json"
 RUDDER_SDK = "rudder_sdk_python_2_1_9.json"
 

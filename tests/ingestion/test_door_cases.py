@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 
 from ingestion.models import AcceptedRequest, DroppedRequest
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 TRACK = b'{"userId":"usr_reg","event":"Login"}'
 
 

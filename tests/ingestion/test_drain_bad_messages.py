@@ -14,6 +14,9 @@ from ingestion import acceptance
 from ingestion.models import AcceptedRequest, DroppedRequest, SeenMessage
 from ingestion.services.drain import accepted_requests_drain
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 NOW = datetime.now(UTC) - timedelta(seconds=1)
 NOW_MS = int(NOW.timestamp() * 1000)
 # Python's datetime ends before year 1: an identify's or group's time cannot be read (either

@@ -1,12 +1,16 @@
 """One drain over requests of every shape at once: tracks (applied from the stored JSON in SQL on
 PostgreSQL), identify and group calls (merged in Python), items left out of a batch, repeats."""
 
+import pytest
 from django.db import connection
 
 from engagement import services as engagement_services
 from engagement.models import Event, EventRollup, Membership, User
 from ingestion.models import DroppedRequest, SeenMessage
 from tests.ingestion.segment_support import iso_now, segment_auth, track
+
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
 
 
 def post_segment_batch(post_json, tenant, items):

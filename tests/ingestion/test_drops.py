@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from engagement.models import Event
@@ -9,6 +10,9 @@ from ingestion.models import AcceptedRequest, DroppedRequest
 from ingestion.services.drops import drops_purge
 from ingestion.services.keys import ingestion_key_create, ingestion_key_revoke
 from ingestion.tasks import purge_old_drops
+
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
 
 
 def test_an_unknown_key_is_accepted_then_dropped_with_its_reason(acme, post_json, drain):

@@ -4,6 +4,7 @@ counted as the request it was."""
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from django.utils import timezone
 
 from engagement import services as engagement_services
@@ -12,6 +13,9 @@ from ingestion import acceptance
 from ingestion.acceptance import Accepted
 from ingestion.models import AcceptedRequest, DroppedRequest
 from ingestion.store import ROW_MESSAGES, backlog_refresh, store_accepted_batch
+
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
 
 T0 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 

@@ -15,6 +15,9 @@ from ingestion.services.dedup import seen_messages_claim
 from tests.conftest import make_tenant
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 
 @pytest.fixture
 def post_batch(acme, post_json):
@@ -167,6 +170,7 @@ def test_seen_ids_are_forgotten_after_the_dedup_window(acme, post_batch, drain, 
     assert events(acme) == 3  # "old" applied again, "recent" still a repeat
 
 
+@pytest.mark.postgresql  # B waits on A's row lock; SQLite locks the whole database instead
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_claiming_one_id_apply_it_once():
     """Worker A claims an id and has not committed; worker B claims the same id, waits for A,

@@ -2,11 +2,15 @@
 
 import itertools
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engagement.models import Account, Membership, User
 from engagement.services import Message, messages_apply
+
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
 
 MESSAGES = [
     Message(

@@ -10,6 +10,9 @@ from ingestion.models import SeenMessage, seen_message_key
 from ingestion.services.dedup import seen_messages_claim
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 
 def test_the_drain_and_python_agree_on_the_key(acme, post_json, drain):
     post_json(

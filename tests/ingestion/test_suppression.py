@@ -9,6 +9,9 @@ from engagement.models import Erasure, Event, Suppression, User
 from ingestion.models import DroppedRequest
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 EVE = "eve-tracking-4410"
 
 

@@ -2,8 +2,13 @@
 
 from datetime import UTC, datetime
 
+import pytest
+
 from engagement.models import Account, Event, User
 from tests.ingestion.conftest import load_fixture
+
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
 
 
 def test_v1_users_identifies_with_the_key_in_the_body(acme, post_json, drain):

@@ -9,6 +9,9 @@ from engagement.models import Account, Event, EventRollup, Membership, User
 from ingestion.models import AcceptedRequest
 from tests.ingestion.conftest import load_fixture
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 
 def test_identify_creates_the_user_with_traits_and_links_the_account(acme, post_json, drain):
     response = post_json("/v2/identify", load_fixture("v2/identify.json"), auth=acme.basic)

@@ -14,6 +14,9 @@ from ingestion.services import drain as drain_module
 from ingestion.store import kick_worker
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 OUTAGE_SECONDS = 60.0
 
 

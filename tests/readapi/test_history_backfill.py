@@ -12,6 +12,9 @@ from tests.engagement.helpers import apply, group, track
 from tests.engagement.test_scoring import configure
 from tests.ingestion.segment_support import iso_now, segment_auth
 
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
 
 def iso_days_ago(days: int) -> str:
     """Noon UTC `days` days ago."""
