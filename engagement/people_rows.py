@@ -43,6 +43,7 @@ class AccountState:
     traits: dict | None = None
     trait_times: dict | None = None
     changed: bool = False
+    created: bool = False  # made by this call, as not yet identified
 
 
 def users_lock_or_create(
@@ -138,6 +139,8 @@ def accounts_lock_or_create(
             [(product_id, tid, {}, {}, False, now, now) for tid in sorted(missing)],
         )
         load(missing)
+        for tid in missing & found.keys():
+            found[tid].created = True
     return found
 
 

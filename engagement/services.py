@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from engagement import event_store
 from engagement.models import (
-    Account,
     EventActivity,
     Product,
     Workspace,
@@ -23,7 +22,6 @@ from engagement.people_rows import (
     UserState,
     accounts_lock_or_create,
     accounts_write,
-    chunks,
     latest_account_by_user,
     links_upsert,
     merge_traits,
@@ -182,43 +180,6 @@ class PrefixedTraitsResult:
     created: int  # accounts created (not yet identified) so the traits wait there
 
 
-def _accounts_traits_lock(product_id: int, tracking_ids: Sequence[str]) -> dict[str, Account]:
-    """Lock these accounts (those that exist) with their traits, in the order _lock_or_create
-    locks them: no deadlock with an ingestion worker."""
-    accounts: dict[str, Account] = {}
-    for chunk in chunks(tracking_ids):
-        rows = (
-            Account.objects.select_for_update()
-            .filter(product_id=product_id, tracking_id__in=chunk)
-            .only("id", "tracking_id", "traits", "trait_times")
-            .order_by("id")
-        )
-        accounts.update({row.tracking_id: row for row in rows})
-    return accounts
-
-
-def _accounts_traits_write(accounts: Iterable[Account], now: datetime) -> None:
-    """One parameterised UPDATE per row, sent as a batch: far cheaper than bulk_update's CASE
-    expressions for JSON columns, and portable across PostgreSQL and SQLite."""
-    traits_field = Account._meta.get_field("traits")
-    updated_at = Account._meta.get_field("updated_at").get_db_prep_save(now, connection)
-    rows = [
-        (
-            traits_field.get_db_prep_save(account.traits, connection),
-            traits_field.get_db_prep_save(account.trait_times, connection),
-            updated_at,
-            account.id,
-        )
-        for account in sorted(accounts, key=lambda a: a.id)
-    ]
-    with connection.cursor() as cursor:
-        cursor.executemany(
-            "UPDATE engagement_account SET traits = %s, trait_times = %s, updated_at = %s"
-            " WHERE id = %s",
-            rows,
-        )
-
-
 def account_prefixed_traits_replace(
     *,
     product_id: int,
@@ -245,15 +206,10 @@ def account_prefixed_traits_replace(
     now = timezone.now()
     now_ms = int(now.timestamp() * 1000)
     with transaction.atomic():
-        accounts = _accounts_traits_lock(product_id, tracking_ids)
-        missing = [tid for tid in tracking_ids if tid not in accounts]
-        if missing:
-            Account.objects.bulk_create(
-                [Account(product_id=product_id, tracking_id=tid) for tid in missing],
-                ignore_conflicts=True,
-            )
-            accounts.update(_accounts_traits_lock(product_id, missing))
+        # Locked (or created) as messages_apply locks accounts: no deadlock with a drain.
+        accounts = accounts_lock_or_create(product_id, set(tracking_ids), lock=set(tracking_ids))
         for tracking_id, account in accounts.items():
+            account.changed = True
             for key in [k for k in account.traits if k.startswith(prefix)]:
                 del account.traits[key]
                 account.trait_times.pop(key, None)
@@ -264,8 +220,9 @@ def account_prefixed_traits_replace(
             if name and ("name" not in account.traits or account.trait_times.get("name") == 0):
                 account.traits["name"] = name
                 account.trait_times["name"] = 0
-        _accounts_traits_write(accounts.values(), now)
-    return PrefixedTraitsResult(matched=len(tracking_ids) - len(missing), created=len(missing))
+        accounts_write(accounts.values(), now)
+    created = sum(account.created for account in accounts.values())
+    return PrefixedTraitsResult(matched=len(accounts) - created, created=created)
 
 
 def event_activity_purge(*, now: datetime | None = None) -> int:
