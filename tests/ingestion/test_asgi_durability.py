@@ -6,11 +6,9 @@ import http.client
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -20,9 +18,8 @@ from ingestion import writer as writer_module
 from ingestion.acceptance import Accepted, RequestError
 from ingestion.models import AcceptedRequest
 from ingestion.writer import GroupCommitWriter
-from tests.ingestion.frontdoors import database_url_of_tests, free_port
+from tests.ingestion.frontdoors import database_url_of_tests, free_port, serve_in_subprocess
 
-ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = 8
 ANSWERED_BEFORE_KILL = 300
 
@@ -51,24 +48,7 @@ def test_kill_9_right_after_202s_loses_no_answered_request(transactional_db):
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "LOG_LEVEL": "WARNING",
     }
-    server = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "uvicorn"),
-            "config.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--loop",
-            "uvloop",
-            "--http",
-            "httptools",
-            "--no-access-log",
-        ],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-    )
+    server = serve_in_subprocess(port, env)  # as production runs it
     answered: list[str] = []
     threads: list[threading.Thread] = []
     lock = threading.Lock()
