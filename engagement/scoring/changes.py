@@ -52,6 +52,20 @@ def activity_kept_since(since: datetime, now: datetime, *, margin: float = 1.0) 
     return since >= now - keep
 
 
+# What changed since a refresh's watermark, the one definition both the due check and the
+# candidate load read: batches of applied events, users and accounts updated (traits, identity,
+# first/last seen), and memberships created. `%(product)s` and `%(since)s` are bound parameters.
+_APPLIED_BATCHES = (
+    "engagement_eventactivity x{elements}"
+    " WHERE x.product_id = %(product)s AND x.applied_at > %(since)s"
+)
+_UPDATED = "engagement_{kind} WHERE product_id = %(product)s AND updated_at > %(since)s"
+_LINKED = (
+    "engagement_membership m JOIN engagement_user u ON u.id = m.user_id"
+    " WHERE m.created_at > %(since)s AND u.product_id = %(product)s"
+)
+
+
 def workspace_refresh_is_due(*, workspace: Workspace, now: datetime | None = None) -> bool:
     """Cheap check (indexed EXISTS queries): would a refresh have anything to do?"""
     now = now or timezone.now()
@@ -66,25 +80,15 @@ def workspace_refresh_is_due(*, workspace: Workspace, now: datetime | None = Non
     if not activity_kept_since(since, now, margin=0.5):
         return True  # an idle refresh moves the watermark on before the activity it needs goes
     params = {"product": workspace.product_id, "since": db_datetime(since)}
+    sources = [
+        _APPLIED_BATCHES.format(elements=""),
+        _UPDATED.format(kind="user"),
+        _UPDATED.format(kind="account"),
+        _LINKED,
+    ]
+    exists = " OR ".join(f"EXISTS (SELECT 1 FROM {source})" for source in sources)
     with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT 1 WHERE EXISTS (
-                SELECT 1 FROM engagement_eventactivity
-                WHERE product_id = %(product)s AND applied_at > %(since)s)
-            OR EXISTS (
-                SELECT 1 FROM engagement_user
-                WHERE product_id = %(product)s AND updated_at > %(since)s)
-            OR EXISTS (
-                SELECT 1 FROM engagement_account
-                WHERE product_id = %(product)s AND updated_at > %(since)s)
-            OR EXISTS (
-                SELECT 1 FROM engagement_membership m
-                JOIN engagement_user u ON u.id = m.user_id
-                WHERE m.created_at > %(since)s AND u.product_id = %(product)s)
-            """,
-            params,
-        )
+        cursor.execute(f"SELECT 1 WHERE {exists}", params)  # noqa: S608 (constants only)
         return cursor.fetchone() is not None
 
 
@@ -99,13 +103,9 @@ def load_changed(run: ScoringRun, *, since: datetime) -> bool:
             f"""
             INSERT INTO eds_t_candidate_{kind} ({kind}_id)
             SELECT CAST(j.value AS BIGINT)
-                FROM engagement_eventactivity x, {run.sql.json_elements(ids)}
-                WHERE x.product_id = %(product)s AND x.applied_at > %(since)s
-            UNION SELECT id FROM engagement_{kind}
-                WHERE product_id = %(product)s AND updated_at > %(since)s
-            UNION SELECT m.{kind}_id FROM engagement_membership m
-                JOIN engagement_user u ON u.id = m.user_id
-                WHERE m.created_at > %(since)s AND u.product_id = %(product)s
+                FROM {_APPLIED_BATCHES.format(elements=", " + run.sql.json_elements(ids))}
+            UNION SELECT id FROM {_UPDATED.format(kind=kind)}
+            UNION SELECT m.{kind}_id FROM {_LINKED}
             """,
             extra,
         )
