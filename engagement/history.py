@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from engagement.history_build import HistoryBuilder
@@ -37,6 +37,7 @@ from engagement.models import (
     Workspace,
 )
 from engagement.scoring import workspace_config_digest
+from engagement.scoring.locks import workspace_state_held
 
 logger = logging.getLogger(__name__)
 
@@ -197,13 +198,7 @@ def score_history_update(
     today = now.astimezone(datetime.UTC).date()
     yesterday = today - datetime.timedelta(days=1)
     horizon = today - datetime.timedelta(days=HISTORY_MAX_DAYS - 1)
-    ScoreHistoryState.objects.get_or_create(workspace_id=workspace_id)
-    with transaction.atomic():
-        state = (
-            ScoreHistoryState.objects.select_for_update(skip_locked=True)
-            .filter(workspace_id=workspace_id)
-            .first()
-        )
+    with workspace_state_held(ScoreHistoryState, workspace_id) as state:
         if state is None:
             return HistoryResult(workspace_id=workspace_id, mode="busy")
         # Read before any rollup: each noted day's events committed before its note did.

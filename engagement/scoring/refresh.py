@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from engagement.models import ScoringState, Workspace
@@ -29,6 +29,7 @@ from engagement.scoring.changes import (
     workspace_config_digest,
 )
 from engagement.scoring.figures import account_rows, figures_add, figures_recount, user_rows
+from engagement.scoring.locks import workspace_state_held
 from engagement.scoring.run import ScoringRun
 from engagement.scoring.writing import (
     delete_out_of_scope,
@@ -67,13 +68,7 @@ def workspace_refresh(
     """
     now = now or timezone.now()
     started = time.monotonic()
-    ScoringState.objects.get_or_create(workspace_id=workspace_id)
-    with transaction.atomic():
-        state = (
-            ScoringState.objects.select_for_update(skip_locked=True)
-            .filter(workspace_id=workspace_id)
-            .first()
-        )
+    with workspace_state_held(ScoringState, workspace_id) as state:
         if state is None:
             return RefreshResult(workspace_id=workspace_id, mode="busy")
         workspace = Workspace.objects.get(id=workspace_id)
