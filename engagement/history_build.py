@@ -29,14 +29,14 @@ engagement/history_recompute.py.
 from __future__ import annotations
 
 import datetime
-from collections import defaultdict
 
 from django.conf import settings
 from django.db import connection
 
+from engagement.history_percentiles import day_percentiles
 from engagement.history_recompute import raw_by_changes, store_differences
 from engagement.models import Account, Workspace
-from engagement.scoring import Dialect, percentile_90
+from engagement.scoring.run import StatementRunner
 from engagement.segments import accounts_admitted
 
 # Ranges of up to this many days sum each subject's daily changes (raw_by_changes); longer
@@ -44,7 +44,7 @@ from engagement.segments import accounts_admitted
 DELTA_DAYS = 7
 
 
-class HistoryBuilder:
+class HistoryBuilder(StatementRunner):
     """Writes the stored points of days first..last (past days, inclusive) of one workspace,
     inside the caller's transaction. Days up to `stored_until` may hold points already (a
     recompute after late events): only the points that differ are written, and those no longer
@@ -58,49 +58,24 @@ class HistoryBuilder:
         last: datetime.date,
         stored_until: datetime.date | None = None,
     ) -> None:
+        super().__init__(
+            {
+                "ws": workspace.id,
+                "product": workspace.product_id,
+                "first": connection.ops.adapt_datefield_value(first),
+                "last": connection.ops.adapt_datefield_value(last),
+                "rollup_start": connection.ops.adapt_datefield_value(
+                    first - datetime.timedelta(days=int(workspace.lookback_days) - 1)
+                ),
+            },
+            local_settings=(f"work_mem = '{int(settings.SCORING_WORK_MEM_MB)}MB'", "jit = off"),
+        )
         self.workspace = workspace
-        self.sql = Dialect(connection.vendor)
         self.first, self.last = first, last
         self.replacing = stored_until is not None and stored_until >= first
         self.lookback = int(workspace.lookback_days)
         self.cap = workspace.daily_event_cap
         self.filtered = bool(workspace.account_filter)
-        self.params = {
-            "ws": workspace.id,
-            "product": workspace.product_id,
-            "first": connection.ops.adapt_datefield_value(first),
-            "last": connection.ops.adapt_datefield_value(last),
-            "rollup_start": connection.ops.adapt_datefield_value(
-                first - datetime.timedelta(days=self.lookback - 1)
-            ),
-        }
-        self.cursor = connection.cursor()
-        self._temp_tables: list[str] = []
-        if self.sql.postgres:
-            for setting in (f"work_mem = '{int(settings.SCORING_WORK_MEM_MB)}MB'", "jit = off"):
-                self.cursor.execute(f"SET LOCAL {setting}")
-
-    def run(self, sql: str) -> int:
-        self.cursor.execute(sql, self.params)
-        return self.cursor.rowcount
-
-    def temp(self, name: str, columns: str) -> None:
-        """Create (or empty) a temporary table that close() drops."""
-        self.cursor.execute(f"DROP TABLE IF EXISTS {name}")
-        self.cursor.execute(f"CREATE TEMPORARY TABLE {name} ({columns})")
-        if name not in self._temp_tables:
-            self._temp_tables.append(name)
-
-    def analyze(self, *names: str) -> None:
-        if self.sql.postgres:
-            for name in names:
-                self.cursor.execute(f"ANALYZE {name}")
-
-    def close(self) -> None:
-        """Drop this build's temporary tables: the connection outlives the build."""
-        for name in self._temp_tables:
-            self.cursor.execute(f"DROP TABLE IF EXISTS {name}")
-        self.cursor.close()
 
     def build(self) -> tuple[int, int]:
         """Compute and store the days; returns the user and account points written (or, for
@@ -326,7 +301,7 @@ class HistoryBuilder:
     # --- storing the points -----------------------------------------------------------------
 
     def store_users(self) -> int:
-        self.day_percentiles()
+        day_percentiles(self)
         points = f"""
             SELECT u.user_id, u.day, {self.sql.score("u.raw", "p.p90")} AS score, u.raw
             FROM eds_h_user_day u JOIN eds_h_p90 p ON p.day = u.day
@@ -339,48 +314,6 @@ class HistoryBuilder:
                 (user_id, workspace_id, day, engagement_score, raw_score)
             SELECT user_id, %(ws)s, day, score, raw FROM ({points}) n
             """
-        )
-
-    def day_percentiles(self) -> None:
-        """Each day's p90 of the non-zero raw scores (eds_h_user_day holds only those).
-
-        On PostgreSQL, percentile_cont(0.9)'s own interpolation read off each day's histogram
-        of raw scores (a few thousand rows) instead of sorting each day's million rows (13 s
-        down to 3 for a month of a million users). Position 0.9 x (n - 1) counted from 0; the
-        values at its floor and ceiling are the first raw scores whose running count passes
-        them.
-        """
-        self.temp("eds_h_p90", f"day DATE PRIMARY KEY, p90 {self.sql.float}")
-        if self.sql.postgres:
-            self.run(
-                """
-                INSERT INTO eds_h_p90 (day, p90)
-                SELECT day, low + (high - low) * (position - FLOOR(position)) FROM (
-                    SELECT day, position,
-                        MIN(raw) FILTER (WHERE upto > FLOOR(position)) AS low,
-                        MIN(raw) FILTER (WHERE upto > CEIL(position)) AS high
-                    FROM (
-                        SELECT day, CAST(raw AS DOUBLE PRECISION) AS raw,
-                            SUM(rows) OVER (PARTITION BY day ORDER BY raw) AS upto,
-                            CAST(0.9 AS DOUBLE PRECISION) * (SUM(rows) OVER (PARTITION BY day) - 1)
-                                AS position
-                        FROM (
-                            SELECT day, raw, COUNT(*) AS rows FROM eds_h_user_day
-                            GROUP BY day, raw
-                        ) histogram
-                    ) counted
-                    GROUP BY day, position
-                ) ends
-                """
-            )
-            return
-        raws: dict[object, list[float]] = defaultdict(list)
-        self.run("SELECT day, raw FROM eds_h_user_day")
-        for day, raw in self.cursor.fetchall():
-            raws[day].append(raw)
-        self.cursor.executemany(
-            "INSERT INTO eds_h_p90 (day, p90) VALUES (%s, %s)",
-            [(day, percentile_90(values)) for day, values in raws.items()],
         )
 
     def store_accounts(self) -> int:

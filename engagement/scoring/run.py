@@ -30,49 +30,19 @@ def db_date(value: date) -> object:
     return connection.ops.adapt_datefield_value(value)
 
 
-class ScoringRun:
-    """The state one refresh shares between its statements, inside the caller's transaction.
+class StatementRunner:
+    """Runs one job's SQL on the connection inside the caller's transaction, with `params` bound
+    to every statement, and owns the temporary tables it creates: close() drops them, since the
+    connection outlives the job. The score refresh (ScoringRun) and the history build
+    (engagement.history_build.HistoryBuilder) both run through it."""
 
-    `is_full`: a full rescore (it sees every row, so it also writes percentile ranks).
-    `everyone`: a full rescore without an account filter, which needs no scope tables.
-    """
-
-    def __init__(
-        self, *, workspace: Workspace, state: ScoringState, now: datetime, today: date
-    ) -> None:
-        self.workspace = workspace
-        self.state = state
-        self.now = now
+    def __init__(self, params: dict, *, local_settings: tuple[str, ...] = ()) -> None:
         self.sql = Dialect(connection.vendor)
-        self.window = scoring_window(lookback_days=workspace.lookback_days, today=today)
-        self.cap = workspace.daily_event_cap
-        self.filtered = bool(workspace.account_filter)
-        self.params = {
-            "ws": workspace.id,
-            "product": workspace.product_id,
-            "start": db_date(self.window.start),
-            "end": db_date(self.window.end),
-            "prev_start": db_date(self.window.previous_start),
-            "prev_end": db_date(self.window.previous_end),
-            "today": db_date(today),
-            "now": db_datetime(now),
-        }
+        self.params = params
         self.cursor = connection.cursor()
-        self.is_full = False
-        self.everyone = False
-        self.weighted_names = 0
         self._temp_tables: list[str] = []
         if self.sql.postgres:
-            # Aggregations over millions of rollups stay in memory instead of spilling to disk.
-            # Rollups are read in user order (the unique index leads with user_id) and grouped
-            # as they stream: far cheaper than hashing millions of groups, which the planner
-            # picks from poor estimates. JIT compiling these statements costs more than it saves.
-            for setting in (
-                f"work_mem = '{int(settings.SCORING_WORK_MEM_MB)}MB'",
-                "enable_hashagg = off",
-                "max_parallel_workers_per_gather = 0",
-                "jit = off",
-            ):
+            for setting in local_settings:
                 self.cursor.execute(f"SET LOCAL {setting}")
 
     def run(self, sql: str, extra: dict | None = None) -> int:
@@ -103,10 +73,54 @@ class ScoringRun:
                 self.cursor.execute(f"ANALYZE {name}")
 
     def close(self) -> None:
-        """Drop this run's temporary tables: the connection outlives the run."""
+        """Drop this job's temporary tables: the connection outlives the job."""
         for name in self._temp_tables:
             self.cursor.execute(f"DROP TABLE IF EXISTS {name}")
         self.cursor.close()
+
+
+class ScoringRun(StatementRunner):
+    """The state one refresh shares between its statements, inside the caller's transaction.
+
+    `is_full`: a full rescore (it sees every row, so it also writes percentile ranks).
+    `everyone`: a full rescore without an account filter, which needs no scope tables.
+    """
+
+    def __init__(
+        self, *, workspace: Workspace, state: ScoringState, now: datetime, today: date
+    ) -> None:
+        window = scoring_window(lookback_days=workspace.lookback_days, today=today)
+        # Aggregations over millions of rollups stay in memory instead of spilling to disk.
+        # Rollups are read in user order (the unique index leads with user_id) and grouped as
+        # they stream: far cheaper than hashing millions of groups, which the planner picks from
+        # poor estimates. JIT compiling these statements costs more than it saves.
+        super().__init__(
+            {
+                "ws": workspace.id,
+                "product": workspace.product_id,
+                "start": db_date(window.start),
+                "end": db_date(window.end),
+                "prev_start": db_date(window.previous_start),
+                "prev_end": db_date(window.previous_end),
+                "today": db_date(today),
+                "now": db_datetime(now),
+            },
+            local_settings=(
+                f"work_mem = '{int(settings.SCORING_WORK_MEM_MB)}MB'",
+                "enable_hashagg = off",
+                "max_parallel_workers_per_gather = 0",
+                "jit = off",
+            ),
+        )
+        self.workspace = workspace
+        self.state = state
+        self.now = now
+        self.window = window
+        self.cap = workspace.daily_event_cap
+        self.filtered = bool(workspace.account_filter)
+        self.is_full = False
+        self.everyone = False
+        self.weighted_names = 0
 
     def weight_of(self, event_name: str) -> str:
         """The workspace's weight of an event name (1 when unlisted), on PostgreSQL.

@@ -15,6 +15,7 @@ from engagement.history import (
     user_score_history,
 )
 from engagement.history_build import HistoryBuilder
+from engagement.history_percentiles import day_percentiles
 from engagement.models import (
     Account,
     AccountScore,
@@ -481,7 +482,7 @@ def test_each_days_p90_is_the_scoring_percentile_of_its_raw_scores(acme, raws):
         builder.cursor.executemany(
             "INSERT INTO eds_h_user_day (user_id, day, raw) VALUES (%s, %s, %s)", rows
         )
-        builder.day_percentiles()
+        day_percentiles(builder)
         builder.cursor.execute("SELECT day, p90 FROM eds_h_p90")
         p90s = {str(row_day): p90 for row_day, p90 in builder.cursor.fetchall()}
     finally:
