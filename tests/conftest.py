@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import psycopg
 import pytest
 from django.db import connection
 
@@ -140,3 +141,16 @@ def database_down() -> Iterator[None]:
     finally:
         reset()
         connection.settings_dict["PORT"] = real_port
+
+
+@contextmanager
+def other_session():
+    """A second, real session on the test database, as another worker would hold."""
+    settings = connection.settings_dict
+    with psycopg.connect(
+        host=settings["HOST"] or "127.0.0.1",
+        port=settings["PORT"] or 5432,
+        user=settings["USER"] or "postgres",
+        dbname=settings["NAME"],
+    ) as session:
+        yield session

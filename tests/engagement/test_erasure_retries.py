@@ -4,7 +4,6 @@ marks it failed, and then nothing was erased and the record says which cause."""
 
 import threading
 import time
-from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -23,6 +22,7 @@ from engagement.erasure_hooks import ErasureStage
 from engagement.models import Erasure, Event, User
 from engagement.tasks import erasure_run_task
 from ingestion.models import AcceptedRequest
+from tests.conftest import other_session
 from tests.engagement.helpers import apply, identify, track
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
@@ -66,19 +66,6 @@ class ErasureThread(threading.Thread):
             self.error = error
         finally:
             connection.close()
-
-
-@contextmanager
-def other_session():
-    """A second, real session on the test database, as another worker would hold."""
-    settings = connection.settings_dict
-    with psycopg.connect(
-        host=settings["HOST"] or "127.0.0.1",
-        port=settings["PORT"] or 5432,
-        user=settings["USER"] or "postgres",
-        dbname=settings["NAME"],
-    ) as session:
-        yield session
 
 
 def waiting_for_a_lock(session, *, besides: set[int] = frozenset(), timeout: float = 20) -> int:

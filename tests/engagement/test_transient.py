@@ -9,6 +9,7 @@ from django.db import DataError, IntegrityError, OperationalError, connection, t
 
 from engagement.models import Product
 from engagement.transient import is_transient
+from tests.conftest import other_session
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
 pytestmark = pytest.mark.both_databases
@@ -25,13 +26,7 @@ def raised_by(statement: str, params: list | None = None) -> Exception:
 
 @pytest.mark.postgresql
 def test_a_lock_timeout_is_transient(transactional_db, acme):
-    settings = connection.settings_dict
-    with psycopg.connect(
-        host=settings["HOST"] or "127.0.0.1",
-        port=settings["PORT"] or 5432,
-        user=settings["USER"] or "postgres",
-        dbname=settings["NAME"],
-    ) as other:
+    with other_session() as other:
         other.execute(
             "SELECT id FROM engagement_product WHERE id = %s FOR UPDATE", [acme.product.id]
         )
