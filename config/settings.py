@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "readapi",
     "marketplace",
     "dashboard",
+    "automations",
 ]
 
 MIDDLEWARE = [

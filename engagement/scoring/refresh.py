@@ -21,6 +21,7 @@ from django.db import connection
 from django.utils import timezone
 
 from engagement.models import ScoringState, Workspace
+from engagement.refresh_hooks import ScoresRefreshed, refresh_hooks_run
 from engagement.scoring.aggregation import ACCOUNTS, USERS, aggregate, aggregate_account_members
 from engagement.scoring.changes import (
     activity_kept_since,
@@ -83,6 +84,7 @@ def workspace_refresh(
             or state.config_digest != digest
         )
         run = ScoringRun(workspace=workspace, state=state, now=now, today=today)
+        recomputed: tuple[frozenset[int], frozenset[int]] | None = None
         try:
             if full:
                 users, accounts = _rescore_everyone(run)
@@ -95,10 +97,22 @@ def workspace_refresh(
                     state.save(update_fields=["scored_through"])
                     return RefreshResult(workspace_id=workspace_id, mode="idle")
                 users, accounts = changed
+                recomputed = _recomputed_ids(run)
                 mode = "incremental"
         finally:
             run.close()
         segments_refresh(workspace_id=workspace_id, now=now)
+        refresh_hooks_run(
+            ScoresRefreshed(
+                workspace_id=workspace_id,
+                now=now,
+                mode=mode,
+                # The first scoring, or one after a settings change: nobody's own doing.
+                baseline=since is None or state.config_digest != digest,
+                user_ids=recomputed[0] if recomputed else None,
+                account_ids=recomputed[1] if recomputed else None,
+            )
+        )
         duration_ms = int((time.monotonic() - started) * 1000)
         state.scored_through = now
         state.window_end = today
@@ -140,6 +154,14 @@ def score_tables_analyze() -> None:
     if connection.vendor == "postgresql" and not connection.in_atomic_block:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE engagement_userscore, engagement_accountscore")
+
+
+def _recomputed_ids(run: ScoringRun) -> tuple[frozenset[int], frozenset[int]]:
+    """The users and accounts an incremental refresh wrote or re-normalised (a handful)."""
+    run.run("SELECT user_id FROM eds_t_scope_user UNION SELECT user_id FROM eds_t_rescored")
+    users = frozenset(row[0] for row in run.cursor.fetchall())
+    run.run("SELECT account_id FROM eds_t_scope_account")
+    return users, frozenset(row[0] for row in run.cursor.fetchall())
 
 
 def _rescore_everyone(run: ScoringRun) -> tuple[int, int]:

@@ -1,0 +1,1 @@
+"""Automations, their deliveries and attempts, and score syncs."""
