@@ -9,9 +9,9 @@ import re
 from datetime import timedelta
 from pathlib import Path
 
-import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config.database import databases_from_env
 from config.env import (
     check_static_root,
     env_bool,
@@ -144,53 +144,15 @@ TEMPLATES = [
 ]
 
 # --- Database -------------------------------------------------------------------------------
+# DATABASE_URL (PostgreSQL, pooled) or the embedded SQLite file; DATABASE_REPLICA_URL: a streaming
+# replica the read API reads from (config/database.py).
 _database_url = env_str("DATABASE_URL", "")
-if PRODUCTION and not _database_url:
-    raise ImproperlyConfigured("DATABASE_URL is required when DJANGO_ENV=production")
-
-
-def _database_from_url(url: str) -> dict:
-    database = dj_database_url.parse(url, conn_max_age=60)
-    # Under ASGI (uvicorn) every request runs on a fresh thread, so a persistent connection is
-    # never reused and each read opened a new PostgreSQL session; a pool per process fixes that.
-    if database["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_POOL", True):
-        database["CONN_MAX_AGE"] = 0
-        # A pooled connection may be dead after a database restart: check it on checkout.
-        database["CONN_HEALTH_CHECKS"] = True
-        database.setdefault("OPTIONS", {})["pool"] = {
-            "min_size": 1,
-            "max_size": env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=1),
-            # Waiting longer for a connection only delays the 503 a client would retry anyway.
-            "timeout": 3,
-        }
-    return database
-
-
-# A streaming replica of DATABASE_URL: the read API's queries go there (config.db_routers), so
-# ingestion, draining and scoring keep the primary to themselves.
-_replica_url = env_str("DATABASE_REPLICA_URL", "")
-if _replica_url and not _database_url:
-    raise ImproperlyConfigured("DATABASE_REPLICA_URL is a replica of DATABASE_URL: set both")
-if _database_url:
-    DATABASES = {"default": _database_from_url(_database_url)}
-    if _replica_url:
-        DATABASES["replica"] = {**_database_from_url(_replica_url), "TEST": {"MIRROR": "default"}}
-        DATABASE_ROUTERS = ["config.db_routers.ReadApiReplicaRouter"]
-else:
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "eds.sqlite3",
-            "OPTIONS": {
-                # Web, worker and beat share one file: WAL lets readers run beside the one writer,
-                # IMMEDIATE takes the write lock up front so transactions queue instead of failing.
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
-        }
-    }
+DATABASES, DATABASE_ROUTERS = databases_from_env(
+    database_url=_database_url,
+    replica_url=env_str("DATABASE_REPLICA_URL", ""),
+    production=PRODUCTION,
+    data_dir=DATA_DIR,
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Celery ---------------------------------------------------------------------------------
