@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -214,17 +215,9 @@ def score_history_update(
             or state.built_through < horizon
             or state.config_digest != digest
         )
-        stored_until = None  # the days first..stored_until hold points to compare with
-        if rebuild:
-            first = horizon
-            _delete_points(workspace_id=workspace_id)
-            state.built_from = horizon
-        else:
-            first = state.built_through + datetime.timedelta(days=1)
-            backfilled = min(noted.values(), default=None)
-            if backfilled is not None and backfilled < first:
-                first = max(backfilled, state.built_from or horizon)
-                stored_until = state.built_through
+        first, stored_until = _days_to_build(
+            state, rebuild=rebuild, horizon=horizon, noted=noted.values()
+        )
         user_points = account_points = 0
         if first <= yesterday:
             builder = HistoryBuilder(
@@ -240,15 +233,15 @@ def score_history_update(
         _notes_delete(sorted(noted))
         duration_ms = int((time.monotonic() - started) * 1000)
         days = max(0, (yesterday - first).days + 1)
-        state.built_through = yesterday
-        state.config_digest = digest
-        if first <= yesterday:
-            # An idle run (the tick queued it while another ran) keeps the last run's figures.
-            state.checked_through = now
-            state.last_run_ms = duration_ms
-            state.last_days = days
-            state.last_backfill_ms = duration_ms if stored_until is not None else 0
-        state.save()
+        _state_record(
+            state,
+            now=now,
+            yesterday=yesterday,
+            digest=digest,
+            days=days,
+            ms=duration_ms,
+            backfill=stored_until is not None,
+        )
     mode = "rebuilt" if rebuild else ("updated" if first <= yesterday else "idle")
     logger.info(
         "score history %s workspace=%s days=%s users=%s accounts=%s in %s ms",
@@ -268,6 +261,47 @@ def score_history_update(
         account_points=account_points,
         duration_ms=duration_ms,
     )
+
+
+def _days_to_build(
+    state: ScoreHistoryState,
+    *,
+    rebuild: bool,
+    horizon: datetime.date,
+    noted: Iterable[datetime.date],
+) -> tuple[datetime.date, datetime.date | None]:
+    """The first day to build and, for a backfill, the last day that already holds points to
+    compare with (None: every point is new). A rebuild starts over from the horizon."""
+    if rebuild:
+        _delete_points(workspace_id=state.workspace_id)
+        state.built_from = horizon
+        return horizon, None
+    first = state.built_through + datetime.timedelta(days=1)
+    backfilled = min(noted, default=None)
+    if backfilled is not None and backfilled < first:
+        return max(backfilled, state.built_from or horizon), state.built_through
+    return first, None
+
+
+def _state_record(
+    state: ScoreHistoryState,
+    *,
+    now: datetime.datetime,
+    yesterday: datetime.date,
+    digest: str,
+    days: int,
+    ms: int,
+    backfill: bool,
+) -> None:
+    state.built_through = yesterday
+    state.config_digest = digest
+    if days:
+        # An idle run (the tick queued it while another ran) keeps the last run's figures.
+        state.checked_through = now
+        state.last_run_ms = ms
+        state.last_days = days
+        state.last_backfill_ms = ms if backfill else 0
+    state.save()
 
 
 def _notes_delete(ids: list[int]) -> None:

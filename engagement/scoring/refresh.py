@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from django.db import connection
 from django.utils import timezone
@@ -76,19 +76,12 @@ def workspace_refresh(
         digest = workspace_config_digest(workspace=workspace)
         today = now.astimezone(UTC).date()
         since = changes_since(state)
-        full = (
-            force_full
-            or since is None
-            or not activity_kept_since(since, now)
-            or state.window_end != today
-            or state.config_digest != digest
-        )
+        full = force_full or _needs_full(state, since=since, now=now, digest=digest)
         run = ScoringRun(workspace=workspace, state=state, now=now, today=today)
         recomputed: tuple[frozenset[int], frozenset[int]] | None = None
         try:
             if full:
                 users, accounts = _rescore_everyone(run)
-                mode = "full"
             else:
                 changed = _rescore_changed(run, since=since)
                 if changed is None:
@@ -98,9 +91,9 @@ def workspace_refresh(
                     return RefreshResult(workspace_id=workspace_id, mode="idle")
                 users, accounts = changed
                 recomputed = _recomputed_ids(run)
-                mode = "incremental"
         finally:
             run.close()
+        mode = "full" if full else "incremental"
         segments_refresh(workspace_id=workspace_id, now=now)
         refresh_hooks_run(
             ScoresRefreshed(
@@ -114,15 +107,7 @@ def workspace_refresh(
             )
         )
         duration_ms = int((time.monotonic() - started) * 1000)
-        state.scored_through = now
-        state.window_end = today
-        state.refreshed_at = now
-        state.last_refresh_ms = duration_ms
-        if full:
-            state.config_digest = digest
-            state.full_rescored_at = now
-            state.last_full_rescore_ms = duration_ms
-        state.save()
+        _state_record(state, now=now, today=today, full=full, digest=digest, ms=duration_ms)
     if full:
         score_tables_analyze()
     logger.info(
@@ -140,6 +125,33 @@ def workspace_refresh(
         accounts=accounts,
         duration_ms=duration_ms,
     )
+
+
+def _needs_full(
+    state: ScoringState, *, since: datetime | None, now: datetime, digest: str
+) -> bool:
+    """A full rescore: never scored, the activity log no longer reaches back to the watermark,
+    a new day (the window moved), or the workspace's settings changed."""
+    return (
+        since is None
+        or not activity_kept_since(since, now)
+        or state.window_end != now.astimezone(UTC).date()
+        or state.config_digest != digest
+    )
+
+
+def _state_record(
+    state: ScoringState, *, now: datetime, today: date, full: bool, digest: str, ms: int
+) -> None:
+    state.scored_through = now
+    state.window_end = today
+    state.refreshed_at = now
+    state.last_refresh_ms = ms
+    if full:
+        state.config_digest = digest
+        state.full_rescored_at = now
+        state.last_full_rescore_ms = ms
+    state.save()
 
 
 def score_tables_analyze() -> None:
@@ -218,6 +230,14 @@ def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | N
         )
     run.analyze("eds_t_candidate_user", "eds_t_candidate_account")
 
+    users_change = _users_rescore_changed(run)
+    accounts_change = _accounts_rescore_changed(run)
+    figures_add(run, users=users_change, accounts=accounts_change)
+    return run.count("eds_t_scope_user"), run.count("eds_t_scope_account")
+
+
+def _users_rescore_changed(run: ScoringRun) -> int:
+    """Rescore the candidate users in scope; returns how the workspace's user rows changed."""
     run.temp("eds_t_scope_user", "user_id BIGINT PRIMARY KEY")
     in_scope = (
         """
@@ -241,7 +261,11 @@ def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | N
     renormalise_users(run)
     update_ranks(run, "engagement_userscore")
     users_change = user_rows(run, among_candidates=True) - users_before
+    return users_change
 
+
+def _accounts_rescore_changed(run: ScoringRun) -> int:
+    """Rescore the changed accounts and those of rescored users; returns the row count change."""
     # Accounts: those that changed, and those of users whose values changed.
     run.run(
         """
@@ -273,5 +297,4 @@ def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | N
     write_accounts(run)
     update_ranks(run, "engagement_accountscore")
     accounts_change = account_rows(run, among_candidates=True) - accounts_before
-    figures_add(run, users=users_change, accounts=accounts_change)
-    return run.count("eds_t_scope_user"), run.count("eds_t_scope_account")
+    return accounts_change
