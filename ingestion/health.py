@@ -48,6 +48,32 @@ def ingestion_health_for(
         .annotate(last=Max("received_at"))
         .values_list("key_digest", "last")
     )
+    summaries = _drop_summaries(product_id, since, include_unattributed)
+    return IngestionHealth(
+        since=since,
+        accepted_per_minute=per_minute,
+        backlog=Backlog(requests=backlog["requests"], oldest_received_at=backlog["oldest"]),
+        drops=summaries,
+        keys=[
+            KeyActivity(
+                label=key.label,
+                fingerprint=key.fingerprint,
+                active=key.is_active,
+                created_at=key.created_at,
+                last_request_at=max(
+                    (t for t in (last_applied.get(key.digest), last_waiting.get(key.digest)) if t),
+                    default=None,
+                ),
+            )
+            for key in keys
+        ],
+    )
+
+
+def _drop_summaries(
+    product_id: int, since: datetime, include_unattributed: bool
+) -> list[DropSummary]:
+    """The most frequent kinds of drop since `since`, each with its latest detail."""
     drops = DroppedRequest.objects.filter(dropped_at__gte=since)
     scope = Q(product_id=product_id)
     if include_unattributed:
@@ -86,22 +112,4 @@ def ingestion_health_for(
                 last_detail=last or "",
             )
         )
-    return IngestionHealth(
-        since=since,
-        accepted_per_minute=per_minute,
-        backlog=Backlog(requests=backlog["requests"], oldest_received_at=backlog["oldest"]),
-        drops=summaries,
-        keys=[
-            KeyActivity(
-                label=key.label,
-                fingerprint=key.fingerprint,
-                active=key.is_active,
-                created_at=key.created_at,
-                last_request_at=max(
-                    (t for t in (last_applied.get(key.digest), last_waiting.get(key.digest)) if t),
-                    default=None,
-                ),
-            )
-            for key in keys
-        ],
-    )
+    return summaries
