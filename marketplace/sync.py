@@ -117,12 +117,12 @@ class PageResult:
     rejected: list[dict] = field(default_factory=list)
 
 
-def _page_apply(connection: MarketplaceConnection, run: SyncRun, records: list) -> PageResult:
-    """Mirror the licenses, pick each cloudId's winner, write its `am.` traits.
 
-    A handful of bulk queries per commit, none per license.
-    """
-    result = PageResult(licenses=len(records))
+def _licenses_mapped(
+    connection: MarketplaceConnection, run: SyncRun, records: list, result: PageResult
+) -> dict[str, License]:
+    """The page's licenses as rows to mirror, by ref; rejected and cloudId-less ones are
+    counted in `result`."""
     incoming: dict[str, License] = {}
     for record in records:
         try:
@@ -145,6 +145,16 @@ def _page_apply(connection: MarketplaceConnection, run: SyncRun, records: list) 
             traits=mapped.traits,
             last_run=run,
         )
+    return incoming
+
+
+def _page_apply(connection: MarketplaceConnection, run: SyncRun, records: list) -> PageResult:
+    """Mirror the licenses, pick each cloudId's winner, write its `am.` traits.
+
+    A handful of bulk queries per commit, none per license.
+    """
+    result = PageResult(licenses=len(records))
+    incoming = _licenses_mapped(connection, run, records, result)
     if not incoming:
         return result
     cloud_ids = {row.cloud_id for row in incoming.values()}
