@@ -35,16 +35,15 @@ from django.db import connection
 
 from engagement.history_percentiles import day_percentiles
 from engagement.history_recompute import raw_by_changes, store_differences
-from engagement.models import Account, Workspace
-from engagement.scoring.run import StatementRunner
-from engagement.segments import accounts_admitted
+from engagement.models import Workspace
+from engagement.scoring.run import WorkspaceRun
 
 # Ranges of up to this many days sum each subject's daily changes (raw_by_changes); longer
 # ones take the one ordered pass over each subject's day totals (raw_by_day).
 DELTA_DAYS = 7
 
 
-class HistoryBuilder(StatementRunner):
+class HistoryBuilder(WorkspaceRun):
     """Writes the stored points of days first..last (past days, inclusive) of one workspace,
     inside the caller's transaction. Days up to `stored_until` may hold points already (a
     recompute after late events): only the points that differ are written, and those no longer
@@ -59,6 +58,7 @@ class HistoryBuilder(StatementRunner):
         stored_until: datetime.date | None = None,
     ) -> None:
         super().__init__(
+            workspace,
             {
                 "ws": workspace.id,
                 "product": workspace.product_id,
@@ -70,19 +70,18 @@ class HistoryBuilder(StatementRunner):
             },
             local_settings=(f"work_mem = '{int(settings.SCORING_WORK_MEM_MB)}MB'", "jit = off"),
         )
-        self.workspace = workspace
         self.first, self.last = first, last
         self.replacing = stored_until is not None and stored_until >= first
         self.lookback = int(workspace.lookback_days)
-        self.cap = workspace.daily_event_cap
-        self.filtered = bool(workspace.account_filter)
 
     def build(self) -> tuple[int, int]:
         """Compute and store the days; returns the user and account points written (or, for
         stored days, changed)."""
         self.load_weights()
+        self.analyze("eds_t_weight")  # joined to a month of rollups: the planner needs its size
         if self.filtered:
-            self.load_scope()
+            self.load_matching_accounts()
+            self.load_scoped_users()
         self.load_days()
         if (self.last - self.first).days < DELTA_DAYS:
             raw_by_changes(self)
@@ -94,33 +93,6 @@ class HistoryBuilder(StatementRunner):
         return self.store_users(), self.store_accounts()
 
     # --- setup ------------------------------------------------------------------------------
-
-    def load_weights(self) -> None:
-        self.temp("eds_h_weight", "event_name VARCHAR(255) PRIMARY KEY, weight INTEGER NOT NULL")
-        self.cursor.executemany(
-            "INSERT INTO eds_h_weight (event_name, weight) VALUES (%s, %s)",
-            list(self.workspace.weights.values_list("event_name", "weight")),
-        )
-        self.analyze("eds_h_weight")
-
-    def load_scope(self) -> None:
-        """The accounts the workspace's filter admits, and the users linked to them."""
-        self.temp("eds_h_match_account", "account_id BIGINT PRIMARY KEY")
-        queryset = accounts_admitted(
-            Account.objects.filter(product_id=self.workspace.product_id),
-            self.workspace.account_filter,
-        )
-        sql, params = queryset.values("id").query.sql_with_params()
-        self.cursor.execute(f"INSERT INTO eds_h_match_account (account_id) {sql}", params)
-        self.temp("eds_h_scope_user", "user_id BIGINT PRIMARY KEY")
-        self.run(
-            """
-            INSERT INTO eds_h_scope_user (user_id)
-            SELECT DISTINCT m.user_id FROM engagement_membership m
-            JOIN eds_h_match_account a ON a.account_id = m.account_id
-            """
-        )
-        self.analyze("eds_h_match_account", "eds_h_scope_user")
 
     def load_days(self) -> None:
         """The days to compute, as a table."""
@@ -135,11 +107,6 @@ class HistoryBuilder(StatementRunner):
         )
 
     # --- the shared steps ---------------------------------------------------------------------
-
-    def capped(self, expr: str) -> str:
-        if self.cap is None:
-            return expr
-        return f"(CASE WHEN {expr} > {int(self.cap)} THEN {int(self.cap)} ELSE {expr} END)"
 
     def day_number(self, day: str) -> str:
         """`day` as its number of days after the first day computed (negative before it)."""
@@ -245,7 +212,7 @@ class HistoryBuilder(StatementRunner):
 
     def user_points(self) -> None:
         """eds_h_user_points: each user's weighted points of each day with any (its number n)."""
-        scope = "JOIN eds_h_scope_user s ON s.user_id = r.user_id" if self.filtered else ""
+        scope = "JOIN eds_t_scope_user s ON s.user_id = r.user_id" if self.filtered else ""
         self.temp("eds_h_user_points", "user_id BIGINT, n INTEGER, points BIGINT")
         # The cap applies per user, event and day, whichever accounts the events went to;
         # without one, the rollup rows need no grouping by event first.
@@ -268,7 +235,7 @@ class HistoryBuilder(StatementRunner):
             INSERT INTO eds_h_user_points (user_id, n, points)
             SELECT e.user_id, {self.day_number("e.day")}, SUM(e.counted * COALESCE(w.weight, 1))
             FROM ({counted}) e
-            LEFT JOIN eds_h_weight w ON w.event_name = e.event_name
+            LEFT JOIN eds_t_weight w ON w.event_name = e.event_name
             GROUP BY e.user_id, e.day
             HAVING SUM(e.counted * COALESCE(w.weight, 1)) > 0
             """
@@ -279,7 +246,7 @@ class HistoryBuilder(StatementRunner):
         """eds_h_account_points: each account's weighted points of each day with any (its
         number n)."""
         in_scope = (
-            "JOIN eds_h_match_account s ON s.account_id = r.account_id" if self.filtered else ""
+            "JOIN eds_t_match_account s ON s.account_id = r.account_id" if self.filtered else ""
         )
         # The cap applies to each user's events of a day within the account (one rollup row).
         self.temp("eds_h_account_points", "account_id BIGINT, n INTEGER, points BIGINT")
@@ -289,7 +256,7 @@ class HistoryBuilder(StatementRunner):
             INSERT INTO eds_h_account_points (account_id, n, points)
             SELECT r.account_id, {self.day_number("r.day")}, {points}
             FROM engagement_eventrollup r {in_scope}
-            LEFT JOIN eds_h_weight w ON w.event_name = r.event_name
+            LEFT JOIN eds_t_weight w ON w.event_name = r.event_name
             WHERE r.product_id = %(product)s AND r.account_id IS NOT NULL
             AND r.day >= %(rollup_start)s AND r.day <= %(last)s
             GROUP BY r.account_id, r.day
@@ -318,7 +285,7 @@ class HistoryBuilder(StatementRunner):
 
     def store_accounts(self) -> int:
         in_scope = (
-            "JOIN eds_h_match_account s ON s.account_id = m.account_id" if self.filtered else ""
+            "JOIN eds_t_match_account s ON s.account_id = m.account_id" if self.filtered else ""
         )
         # Every linked user counts in an account's mean, with or without a point that day.
         self.temp("eds_h_account_total", "account_id BIGINT PRIMARY KEY, total INTEGER")

@@ -123,8 +123,8 @@ def rollup_points(builder: HistoryBuilder) -> str:
     if builder.filtered:
         # The rows of users in scope, and those of accounts in scope whoever sent them.
         joins = """
-            LEFT JOIN eds_h_scope_user su ON su.user_id = r.user_id
-            LEFT JOIN eds_h_match_account ma ON ma.account_id = r.account_id
+            LEFT JOIN eds_t_scope_user su ON su.user_id = r.user_id
+            LEFT JOIN eds_t_match_account ma ON ma.account_id = r.account_id
         """
         scoped = "AND (su.user_id IS NOT NULL OR ma.account_id IS NOT NULL)"
         user_points = f"CASE WHEN su.user_id IS NULL THEN 0 ELSE {user_points} END"
@@ -134,7 +134,7 @@ def rollup_points(builder: HistoryBuilder) -> str:
             {user_points} AS user_points,
             CASE WHEN {account_in_scope} THEN {account_points} ELSE 0 END AS account_points
         FROM engagement_eventrollup r
-        LEFT JOIN eds_h_weight w ON w.event_name = r.event_name
+        LEFT JOIN eds_t_weight w ON w.event_name = r.event_name
         {joins}
         WHERE r.product_id = %(product)s
         AND r.day >= %(rollup_start)s AND r.day <= %(last)s {scoped}

@@ -79,14 +79,14 @@ def _single_pass(run: ScoringRun, target: Target) -> None:
         last_at = ", r.last_at" if target.tracks_last_at else ""
         days = f"""
             SELECT r.{key}, r.event_name, r.day, r.count AS n,
-                {sql.at_most("r.count", run.cap)} AS counted{last_at}
+                {run.capped("r.count")} AS counted{last_at}
             {_rollups(run, target)}
         """
     else:
         last_at = ", MAX(r.last_at) AS last_at" if target.tracks_last_at else ""
         days = f"""
             SELECT r.{key}, r.event_name, r.day, SUM(r.count) AS n,
-                {sql.at_most("SUM(r.count)", run.cap)} AS counted{last_at}
+                {run.capped("SUM(r.count)")} AS counted{last_at}
             {_rollups(run, target)}
             GROUP BY r.{key}, r.event_name, r.day
         """
@@ -123,9 +123,9 @@ def _single_pass(run: ScoringRun, target: Target) -> None:
 def _through_day_tables(run: ScoringRun, target: Target) -> None:
     key, sql, name = target.key, run.sql, target.name
     if target.caps_each_rollup:
-        counted = f"SUM({sql.at_most('r.count', run.cap)})"
+        counted = f"SUM({run.capped('r.count')})"
     else:
-        counted = sql.at_most("SUM(r.count)", run.cap)
+        counted = run.capped("SUM(r.count)")
     last_at = ("", "", "", "", "")
     if target.tracks_last_at:
         last_at = (

@@ -183,17 +183,10 @@ def _rescore_everyone(run: ScoringRun) -> tuple[int, int]:
     run.load_weights()
     if run.filtered:
         run.load_matching_accounts()
-        run.temp("eds_t_scope_user", "user_id BIGINT PRIMARY KEY")
+        run.load_scoped_users()
         run.temp("eds_t_scope_account", "account_id BIGINT PRIMARY KEY")
-        run.run(
-            """
-            INSERT INTO eds_t_scope_user (user_id)
-            SELECT DISTINCT m.user_id FROM engagement_membership m
-            JOIN eds_t_match_account a ON a.account_id = m.account_id
-            """
-        )
         run.run("INSERT INTO eds_t_scope_account SELECT account_id FROM eds_t_match_account")
-        run.analyze("eds_t_scope_user", "eds_t_scope_account")
+        run.analyze("eds_t_scope_account")
     aggregate(run, USERS)
     # Everyone in scope is here, so p90 comes straight from this run's raw scores.
     run.state.p90, run.state.previous_p90 = percentiles(run, "eds_t_user", "raw", "previous_raw")

@@ -79,59 +79,23 @@ class StatementRunner:
         self.cursor.close()
 
 
-class ScoringRun(StatementRunner):
-    """The state one refresh shares between its statements, inside the caller's transaction.
-
-    `is_full`: a full rescore (it sees every row, so it also writes percentile ranks).
-    `everyone`: a full rescore without an account filter, which needs no scope tables.
-    """
+class WorkspaceRun(StatementRunner):
+    """A job over one workspace's rollups: the score refresh (ScoringRun) and the history build
+    (engagement.history_build.HistoryBuilder). The workspace's rules that both apply are loaded
+    here once: its event weights, its daily cap and the accounts and users its filter admits."""
 
     def __init__(
-        self, *, workspace: Workspace, state: ScoringState, now: datetime, today: date
+        self, workspace: Workspace, params: dict, *, local_settings: tuple[str, ...] = ()
     ) -> None:
-        window = scoring_window(lookback_days=workspace.lookback_days, today=today)
-        # Aggregations over millions of rollups stay in memory instead of spilling to disk.
-        # Rollups are read in user order (the unique index leads with user_id) and grouped as
-        # they stream: far cheaper than hashing millions of groups, which the planner picks from
-        # poor estimates. JIT compiling these statements costs more than it saves.
-        super().__init__(
-            {
-                "ws": workspace.id,
-                "product": workspace.product_id,
-                "start": db_date(window.start),
-                "end": db_date(window.end),
-                "prev_start": db_date(window.previous_start),
-                "prev_end": db_date(window.previous_end),
-                "today": db_date(today),
-                "now": db_datetime(now),
-            },
-            local_settings=(
-                f"work_mem = '{int(settings.SCORING_WORK_MEM_MB)}MB'",
-                "enable_hashagg = off",
-                "max_parallel_workers_per_gather = 0",
-                "jit = off",
-            ),
-        )
+        super().__init__(params, local_settings=local_settings)
         self.workspace = workspace
-        self.state = state
-        self.now = now
-        self.window = window
         self.cap = workspace.daily_event_cap
         self.filtered = bool(workspace.account_filter)
-        self.is_full = False
-        self.everyone = False
         self.weighted_names = 0
 
-    def weight_of(self, event_name: str) -> str:
-        """The workspace's weight of an event name (1 when unlisted), on PostgreSQL.
-
-        A lookup in a JSON object bound once per statement rather than a join: a hash join
-        with the weights would lose the user order the rollups stream in, and the planner
-        would then sort millions of rows again before the per-user aggregation. The subquery
-        that computes it ends in OFFSET 0 so that it is computed once per row, not once for
-        every reference to it in the outer aggregates.
-        """
-        return f"COALESCE(CAST(CAST(%(weights)s AS JSONB) ->> {event_name} AS INTEGER), 1)"
+    def capped(self, expr: str) -> str:
+        """A day's count of one event, at most the workspace's daily cap."""
+        return self.sql.at_most(expr, self.cap)
 
     def load_weights(self) -> None:
         """The workspace's event weights, as table eds_t_weight and as the %(weights)s JSON."""
@@ -164,3 +128,68 @@ class ScoringRun(StatementRunner):
         sql, params = queryset.values("id").query.sql_with_params()
         self.cursor.execute(f"INSERT INTO eds_t_match_account (account_id) {sql}", params)
         self.analyze("eds_t_match_account")
+
+    def load_scoped_users(self) -> None:
+        """eds_t_scope_user: the users linked to an admitted account (after
+        load_matching_accounts)."""
+        self.temp("eds_t_scope_user", "user_id BIGINT PRIMARY KEY")
+        self.run(
+            """
+            INSERT INTO eds_t_scope_user (user_id)
+            SELECT DISTINCT m.user_id FROM engagement_membership m
+            JOIN eds_t_match_account a ON a.account_id = m.account_id
+            """
+        )
+        self.analyze("eds_t_scope_user")
+
+
+class ScoringRun(WorkspaceRun):
+    """The state one refresh shares between its statements, inside the caller's transaction.
+
+    `is_full`: a full rescore (it sees every row, so it also writes percentile ranks).
+    `everyone`: a full rescore without an account filter, which needs no scope tables.
+    """
+
+    def __init__(
+        self, *, workspace: Workspace, state: ScoringState, now: datetime, today: date
+    ) -> None:
+        window = scoring_window(lookback_days=workspace.lookback_days, today=today)
+        # Aggregations over millions of rollups stay in memory instead of spilling to disk.
+        # Rollups are read in user order (the unique index leads with user_id) and grouped as
+        # they stream: far cheaper than hashing millions of groups, which the planner picks from
+        # poor estimates. JIT compiling these statements costs more than it saves.
+        super().__init__(
+            workspace,
+            {
+                "ws": workspace.id,
+                "product": workspace.product_id,
+                "start": db_date(window.start),
+                "end": db_date(window.end),
+                "prev_start": db_date(window.previous_start),
+                "prev_end": db_date(window.previous_end),
+                "today": db_date(today),
+                "now": db_datetime(now),
+            },
+            local_settings=(
+                f"work_mem = '{int(settings.SCORING_WORK_MEM_MB)}MB'",
+                "enable_hashagg = off",
+                "max_parallel_workers_per_gather = 0",
+                "jit = off",
+            ),
+        )
+        self.state = state
+        self.now = now
+        self.window = window
+        self.is_full = False
+        self.everyone = False
+
+    def weight_of(self, event_name: str) -> str:
+        """The workspace's weight of an event name (1 when unlisted), on PostgreSQL.
+
+        A lookup in a JSON object bound once per statement rather than a join: a hash join
+        with the weights would lose the user order the rollups stream in, and the planner
+        would then sort millions of rows again before the per-user aggregation. The subquery
+        that computes it ends in OFFSET 0 so that it is computed once per row, not once for
+        every reference to it in the outer aggregates.
+        """
+        return f"COALESCE(CAST(CAST(%(weights)s AS JSONB) ->> {event_name} AS INTEGER), 1)"
