@@ -128,3 +128,34 @@ def minute_chart(
         bar_ms=MINUTE_MS,
         empty_text=empty_text,
     )
+
+
+def bands_chart(bands: list[tuple[str, int]]) -> Chart:
+    """Accounts per health band, (label, count) from the lowest band up."""
+    return Chart(
+        id="bands-chart",
+        title="Accounts by health band",
+        chart_type="bar",
+        x=[label for label, _ in bands],
+        y=[count for _, count in bands],
+        x_title="Score",
+        y_title="Accounts",
+        empty_text="No accounts yet.",
+    )
+
+
+def segment_changes_chart(changes: list, *, target: str, days: int) -> Chart:
+    """A segment's joins and leaves per day (`changes`: rows with day, joined and left)."""
+    return Chart(
+        id="changes-chart",
+        title=f"Joins and leaves per day, last {days} days",
+        chart_type="bar",
+        x=[c.day.isoformat() for c in changes],
+        y=[c.joined for c in changes],
+        y_title="Joined",
+        more=(("Left", [c.left for c in changes]),),
+        axis_title=target,
+        x_span=day_span([c.day for c in changes]),
+        bar_ms=int(DAY_MS * 0.8),
+        empty_text=f"No joins or leaves in the last {days} days.",
+    )

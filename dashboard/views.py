@@ -19,7 +19,13 @@ from django.views import View
 
 from dashboard import record_selectors
 from dashboard import selectors as page_selectors
-from dashboard.charts import DAY_MS, Chart, day_chart, day_span, minute_chart, score_chart
+from dashboard.charts import (
+    bands_chart,
+    day_chart,
+    minute_chart,
+    score_chart,
+    segment_changes_chart,
+)
 from dashboard.forms import PER_PAGE, AccountListForm
 from engagement import health, selectors
 from engagement.history import account_score_history, user_score_history
@@ -117,16 +123,7 @@ class OverviewView(WorkspaceView):
                     "Events",
                     empty_text=f"No events in the last {summary.window_days} days.",
                 ),
-                "bands_chart": Chart(
-                    id="bands-chart",
-                    title="Accounts by health band",
-                    chart_type="bar",
-                    x=[label for label, _ in summary.bands],
-                    y=[count for _, count in summary.bands],
-                    x_title="Score",
-                    y_title="Accounts",
-                    empty_text="No accounts yet.",
-                ),
+                "bands_chart": bands_chart(summary.bands),
             }
         )
 
@@ -304,18 +301,8 @@ class SegmentView(WorkspaceView):
                 "members": members,
                 "page": page,
                 "pages": pages,
-                "changes_chart": Chart(
-                    id="changes-chart",
-                    title=f"Joins and leaves per day, last {SEGMENT_CHANGE_DAYS} days",
-                    chart_type="bar",
-                    x=[c.day.isoformat() for c in changes],
-                    y=[c.joined for c in changes],
-                    y_title="Joined",
-                    more=(("Left", [c.left for c in changes]),),
-                    axis_title=segment.get_target_display(),
-                    x_span=day_span([c.day for c in changes]),
-                    bar_ms=int(DAY_MS * 0.8),
-                    empty_text=f"No joins or leaves in the last {SEGMENT_CHANGE_DAYS} days.",
+                "changes_chart": segment_changes_chart(
+                    changes, target=segment.get_target_display(), days=SEGMENT_CHANGE_DAYS
                 ),
                 "conditions": read_conditions(segment),
             }
