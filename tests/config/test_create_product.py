@@ -6,11 +6,14 @@ import subprocess
 import sys
 from io import StringIO
 
+import pytest
 from django.core.management import call_command
 
 from engagement.models import Event, Product, Workspace
 from ingestion.models import IngestionKey
 from readapi.models import ApiToken, hash_token
+
+pytestmark = pytest.mark.both_databases
 
 
 def test_create_product_prints_ids_a_working_key_and_a_token_shown_once(db, client, drain):

@@ -11,6 +11,8 @@ from ingestion.acceptance.fields import Clock
 from ingestion.models import DroppedRequest
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
+pytestmark = pytest.mark.both_databases
+
 NOW = 1_750_000_000_000  # the server's clock, Unix ms
 SECOND = 1000
 HOUR = 3600 * SECOND

@@ -11,6 +11,8 @@ from ingestion import store
 from ingestion.models import AcceptedRequest
 from ingestion.services.drain import accepted_requests_drain
 
+pytestmark = pytest.mark.both_databases
+
 
 class WorkerKilled(BaseException):
     """Stands in for SIGKILL mid-transaction: nothing after it runs, nothing it did commits."""
@@ -50,6 +52,7 @@ def test_a_worker_killed_mid_drain_applies_nothing_and_the_next_drain_applies_on
     assert EventRollup.objects.get().count == 1
 
 
+@pytest.mark.postgresql  # two sessions locking rows at once
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_workers_apply_each_request_exactly_once(
     post_json, django_capture_on_commit_callbacks
@@ -99,6 +102,7 @@ def test_over_the_backlog_limit_answers_503_with_retry_after(acme, post_json, se
     assert AcceptedRequest.objects.count() == 1
 
 
+@pytest.mark.postgresql  # stops a database server
 @pytest.mark.django_db(transaction=True)
 def test_database_unreachable_answers_503_with_retry_after(post_json):
     from tests.conftest import database_down, make_tenant

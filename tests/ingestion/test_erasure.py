@@ -12,6 +12,8 @@ from engagement.models import Account, Erasure, Event, Membership, User
 from ingestion.models import DroppedRequest, SeenMessage, seen_message_key
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
+pytestmark = pytest.mark.both_databases
+
 ADA = "ada-ünï-7731"
 
 

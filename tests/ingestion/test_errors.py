@@ -8,6 +8,8 @@ import pytest
 from engagement.models import User
 from ingestion.models import AcceptedRequest
 
+pytestmark = pytest.mark.both_databases
+
 
 def assert_error(response, status: int, code: str, fields: list[str] | None = None) -> dict:
     assert response.status_code == status, response.content

@@ -13,6 +13,8 @@ from ingestion import acceptance
 from ingestion.models import AcceptedRequest
 from tests.ingestion.segment_support import gzipped, segment_auth, track
 
+pytestmark = pytest.mark.both_databases
+
 
 @functools.cache
 def gzip_bomb(expanded_bytes: int) -> bytes:

@@ -10,6 +10,8 @@ from ingestion.models import AcceptedRequest, DroppedRequest
 from tests.ingestion.conftest import load_fixture
 from tests.ingestion.segment_support import segment_auth, track
 
+pytestmark = pytest.mark.both_databases
+
 MESSAGE_TIME = datetime(2024, 1, 20, 8, 35, 17, 342000, tzinfo=UTC)
 
 

@@ -1,4 +1,8 @@
+import pytest
+
 from engagement.models import Event, User
+
+pytestmark = pytest.mark.both_databases
 
 
 def test_v2_track_is_accepted_and_applied(

@@ -19,6 +19,8 @@ from marketplace.management.commands.fake_marketplace import DEMO_ACCOUNTS
 from marketplace.models import MarketplaceConnection, SyncRun
 from tests.marketplace.conftest import run_until_done
 
+pytestmark = pytest.mark.both_databases
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)

@@ -4,6 +4,7 @@ say what happened, earlier pages stay applied, and the connection is free for th
 import json
 from datetime import timedelta
 
+import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
@@ -17,6 +18,8 @@ from tests.marketplace.conftest import (
     license_page,
     run_until_done,
 )
+
+pytestmark = pytest.mark.both_databases
 
 Outcome = SyncRun.Outcome
 PAGE2 = "/rest/3/reporting/developer-space/D/licenses?offset=50"

@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from engagement.models import Workspace
@@ -16,6 +17,8 @@ from tests.readapi.conftest import (
     link,
     score_account,
 )
+
+pytestmark = pytest.mark.both_databases
 
 METRICS = {
     "engagement_score",

@@ -11,6 +11,8 @@ from engagement.scoring import workspace_rescore
 from tests.engagement.helpers import apply, group, track
 from tests.engagement.test_scoring import configure
 
+pytestmark = pytest.mark.both_databases
+
 
 def day(days_ago: int) -> str:
     return (datetime.now(UTC).date() - timedelta(days=days_ago)).isoformat()

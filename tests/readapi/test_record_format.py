@@ -4,6 +4,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+import pytest
 from django.db import connection
 from django.utils import timezone
 
@@ -18,6 +19,8 @@ from tests.readapi.conftest import (
     score_account,
     score_user,
 )
+
+pytestmark = pytest.mark.both_databases
 
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 ON_THE_SECOND = datetime(2026, 1, 5, 10, 0, 0, tzinfo=UTC)
