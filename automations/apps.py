@@ -10,4 +10,7 @@ class AutomationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        pass
+        from automations.services import refresh_evaluate
+        from engagement.refresh_hooks import refresh_hook_register
+
+        refresh_hook_register(refresh_evaluate)

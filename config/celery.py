@@ -1,8 +1,8 @@
 """The Celery application: `celery -A config worker` and `celery -A config beat`.
 
-Two queues: `celery` (ingestion, scoring, maintenance) and `marketplace` (license syncs), each
-served by its own worker process (Procfile), so a slow or rate-limited marketplace never
-delays ingestion or scoring.
+Three queues: `celery` (ingestion, scoring, maintenance), `marketplace` (license syncs) and
+`automations` (webhook and Slack deliveries), each served by its own worker process (Procfile),
+so a slow or rate-limited marketplace or receiver never delays ingestion or scoring.
 """
 
 import os
@@ -12,8 +12,12 @@ from celery import Celery
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 MARKETPLACE_QUEUE = "marketplace"
+AUTOMATIONS_QUEUE = "automations"
 
 app = Celery("config")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.task_routes = {"marketplace.tasks.*": {"queue": MARKETPLACE_QUEUE}}
+app.conf.task_routes = {
+    "marketplace.tasks.*": {"queue": MARKETPLACE_QUEUE},
+    "automations.tasks.*": {"queue": AUTOMATIONS_QUEUE},
+}
 app.autodiscover_tasks()

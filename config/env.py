@@ -84,6 +84,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return items or default
 
 
+def env_int_list(name: str, default: list[int]) -> list[int]:
+    """Comma-separated whole numbers (>= 0), e.g. a retry schedule in seconds."""
+    raw = _raw(name)
+    if raw is None:
+        return default
+    try:
+        values = [int(part) for part in raw.split(",") if part.strip()]
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be comma-separated whole numbers") from None
+    if not values or min(values) < 0:
+        raise ImproperlyConfigured(f"{name} must list at least one number, none negative")
+    return values
+
+
 def env_path(name: str, default: Path, *, base_dir: Path) -> Path:
     """A directory; a relative value is taken from the project directory, not from wherever the
     process happened to start."""

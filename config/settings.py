@@ -16,6 +16,7 @@ from config.env import (
     check_static_root,
     env_bool,
     env_int,
+    env_int_list,
     env_list,
     env_path,
     env_secret,
@@ -233,6 +234,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 3600.0,
     },
     # A marketplace sync whose task died is closed with that error, freeing the connection.
+    # Deliveries whose attempt was lost (a killed worker, a restarted broker) are sent again.
+    "automations-deliveries-due": {
+        "task": "automations.tasks.deliveries_due",
+        "schedule": 5.0,
+    },
     "marketplace-close-dead-runs": {
         "task": "marketplace.tasks.sync_runs_close_dead",
         "schedule": 60.0,
@@ -276,6 +282,21 @@ SCORING_WORK_MEM_MB = env_int("SCORING_WORK_MEM_MB", 256, minimum=4)
 EVENTS_RETENTION_DAYS = env_int("EVENTS_RETENTION_DAYS", 90, minimum=1)
 # Segment joins and leaves (the segment page's chart) older than this many days are deleted.
 SEGMENT_CHANGES_RETENTION_DAYS = env_int("SEGMENT_CHANGES_RETENTION_DAYS", 400, minimum=1)
+
+# --- Automations ----------------------------------------------------------------------------
+# Where people reach this service: the links in webhook bodies and Slack messages start with it.
+PUBLIC_URL = env_str("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Deliveries to private, loopback or link-local addresses are refused unless this is true
+# (an on-premises receiver, the tests).
+AUTOMATION_ALLOW_PRIVATE_URLS = env_bool("AUTOMATION_ALLOW_PRIVATE_URLS", False)
+# Seconds before each attempt of a delivery (the first is immediate); comma-separated.
+AUTOMATION_RETRY_SCHEDULE = env_int_list(
+    "AUTOMATION_RETRY_SCHEDULE", [0, 5, 300, 1800, 7200, 18000, 36000, 36000]
+)
+# An endpoint that has failed every attempt for this long is disabled.
+AUTOMATION_DISABLE_AFTER_SECONDS = env_int(
+    "AUTOMATION_DISABLE_AFTER_SECONDS", 5 * 24 * 3600, minimum=60
+)
 
 # --- Marketplace ----------------------------------------------------------------------------
 MARKETPLACE_API_URL = env_str("MARKETPLACE_API_URL", "https://api.atlassian.com").rstrip("/")

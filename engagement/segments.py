@@ -261,22 +261,50 @@ def _metric_q(name: str, operator: str, value, now: datetime) -> Q:
 
 def segment_matching(*, segment: Segment, now: datetime | None = None) -> QuerySet:
     """Score rows of the segment's workspace that meet every condition."""
+    return score_rows_matching(
+        workspace_id=segment.workspace_id,
+        target=segment.target,
+        conditions=segment.conditions,
+        now=now,
+    )
+
+
+def score_rows_matching(
+    *,
+    workspace_id: int,
+    target: str,
+    conditions: object,
+    match: str = "all",
+    now: datetime | None = None,
+    queryset: QuerySet | None = None,
+) -> QuerySet:
+    """The workspace's user or account score rows (or those of `queryset`) that meet every
+    condition (`match="all"`) or at least one (`"any"`; no conditions: every row)."""
     now = now or timezone.now()
-    if segment.target == Segment.Target.USERS:
-        queryset = UserScore.objects.filter(workspace_id=segment.workspace_id)
-        source = "user__traits"
-    else:
-        queryset = AccountScore.objects.filter(workspace_id=segment.workspace_id)
-        source = "account__traits"
-    conditions = segment_conditions_validate(target=segment.target, conditions=segment.conditions)
+    if queryset is None:
+        model = UserScore if target == Segment.Target.USERS else AccountScore
+        queryset = model.objects.filter(workspace_id=workspace_id)
+    source = "user__traits" if target == Segment.Target.USERS else "account__traits"
+    conditions = segment_conditions_validate(target=target, conditions=conditions)
+    if match == "any" and conditions:
+        matching = Q(pk__in=[])
+        for index, condition in enumerate(conditions):
+            applied = _condition_applied(queryset, index, source, condition, now)
+            matching |= Q(pk__in=applied.values("pk"))
+        return queryset.filter(matching)
     for index, condition in enumerate(conditions):
-        field_kind, name = condition["field"].split(":", 1)
-        operator, value = condition["operator"], condition.get("value")
-        if field_kind == "trait":
-            queryset = _trait_q(queryset, index, source, name, operator, value, now)
-        else:
-            queryset = queryset.filter(_metric_q(name, operator, value, now))
+        queryset = _condition_applied(queryset, index, source, condition, now)
     return queryset
+
+
+def _condition_applied(
+    queryset: QuerySet, index: int, source: str, condition: dict, now: datetime
+) -> QuerySet:
+    field_kind, name = condition["field"].split(":", 1)
+    operator, value = condition["operator"], condition.get("value")
+    if field_kind == "trait":
+        return _trait_q(queryset, index, source, name, operator, value, now)
+    return queryset.filter(_metric_q(name, operator, value, now))
 
 
 # The SQL below is assembled from fixed table and column names; the matching subquery is the

@@ -1,0 +1,233 @@
+"""Sending a delivery: one attempt at a time, at least once, on the retry schedule, on record.
+
+An attempt takes a lease on the delivery in a short transaction, sends outside any transaction,
+then records the attempt and what comes next. A worker killed mid-send leaves the lease to
+expire; the sweep (tasks.deliveries_due) then sends the delivery again with the same webhook-id,
+so a receiver that got it drops the repeat.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Min
+from django.utils import timezone
+
+from automations import payloads
+from automations.client import (
+    DeliveryError,
+    DeliveryResponse,
+    is_retryable,
+    post_json,
+)
+from automations.models import Automation, Delivery, DeliveryAttempt
+from automations.signing import signature_headers
+from automations.slack import slack_message
+
+logger = logging.getLogger(__name__)
+LEASE = timedelta(seconds=60)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    status_code: int | None
+    latency_ms: int
+    excerpt: str
+    error: str
+    delivered: bool
+    retryable: bool
+
+
+def _lease(delivery_id: str, now: datetime) -> Delivery | None:
+    """The delivery, leased to this attempt; None when it is done, not due or in flight."""
+    with transaction.atomic():
+        delivery = (
+            Delivery.objects.select_for_update()
+            .select_related("automation__workspace", "automation__segment")
+            .filter(id=delivery_id)
+            .first()
+        )
+        done = (Delivery.Status.DELIVERED, Delivery.Status.FAILED)
+        if delivery is None or delivery.status in done:
+            return None
+        if delivery.lease_until and delivery.lease_until > now:
+            return None
+        if delivery.next_attempt_at and delivery.next_attempt_at > now:
+            return None
+        delivery.lease_until = now + LEASE
+        delivery.save(update_fields=["lease_until"])
+        return delivery
+
+
+def request_of(delivery: Delivery, now: datetime) -> tuple[bytes, dict[str, str]]:
+    """The body and headers of an attempt: signed JSON for a webhook, a message for Slack."""
+    automation = delivery.automation
+    if automation.destination == Automation.Destination.SLACK:
+        subject = delivery.payload["data"].get(automation.subject_kind) or {
+            "name": automation.name,
+            "engagement_score": None,
+            "score_change": None,
+            "_links": {"dashboard": settings.PUBLIC_URL},
+        }
+        what = (
+            "test message from the engagement data service"
+            if delivery.event_type == payloads.TEST_EVENT
+            else payloads.what_happened(automation, subject)
+        )
+        message = slack_message(
+            event_type=delivery.event_type,
+            subject=subject,
+            what=what,
+            dashboard_url=subject["_links"]["dashboard"],
+        )
+        return json.dumps(message).encode(), {}
+    text = json.dumps(delivery.payload, separators=(",", ":"))
+    secrets_in_use = [automation.secret]
+    if automation.previous_secret and (automation.previous_secret_until or now) > now:
+        secrets_in_use.append(automation.previous_secret)
+    headers = signature_headers(
+        msg_id=delivery.id, timestamp=now, body=text, secrets_in_use=secrets_in_use
+    )
+    return text.encode(), headers
+
+
+def _send(delivery: Delivery, now: datetime) -> Outcome:
+    body, headers = request_of(delivery, now)
+    try:
+        response: DeliveryResponse = post_json(delivery.automation.url, body, headers)
+    except DeliveryError as exc:
+        return Outcome(None, 0, "", exc.message, False, exc.transient)
+    return Outcome(
+        status_code=response.status_code,
+        latency_ms=response.latency_ms,
+        excerpt=response.body_excerpt,
+        error="" if response.ok else f"answered {response.status_code}",
+        delivered=response.ok,
+        retryable=not response.ok and is_retryable(response.status_code),
+    )
+
+
+def delivery_attempt(*, delivery_id: str, now: datetime | None = None) -> float | None:
+    """Make one attempt if the delivery is due; returns the seconds until the next attempt, or
+    None when there is none to schedule (done, failed, not due, or in flight elsewhere)."""
+    now = now or timezone.now()
+    delivery = _lease(delivery_id, now)
+    if delivery is None:
+        return None
+    outcome = _send(delivery, now)
+    return _record(delivery, outcome, now)
+
+
+def _record(delivery: Delivery, outcome: Outcome, now: datetime) -> float | None:
+    schedule = settings.AUTOMATION_RETRY_SCHEDULE
+    with transaction.atomic():
+        DeliveryAttempt.objects.create(
+            delivery=delivery,
+            attempted_at=now,
+            status_code=outcome.status_code,
+            latency_ms=outcome.latency_ms,
+            response_excerpt=outcome.excerpt[:1024],
+            error=outcome.error[:2000],
+        )
+        delivery.attempts += 1
+        delivery.lease_until = None
+        delay: float | None = None
+        if outcome.delivered:
+            delivery.status = Delivery.Status.DELIVERED
+            delivery.finished_at = now
+        elif outcome.retryable and delivery.attempts < len(schedule):
+            delay = float(schedule[delivery.attempts])
+            delivery.status = Delivery.Status.RETRYING
+            delivery.next_attempt_at = now + timedelta(seconds=delay)
+        else:
+            delivery.status = Delivery.Status.FAILED
+            delivery.finished_at = now
+        delivery.save(
+            update_fields=["attempts", "lease_until", "status", "finished_at", "next_attempt_at"]
+        )
+        if not outcome.delivered:
+            automation_disable_if_failing(automation=delivery.automation, now=now)
+    if not outcome.delivered:
+        logger.warning(
+            "delivery %s of automation %s: %s", delivery.id, delivery.automation_id, outcome.error
+        )
+    return delay
+
+
+def automation_disable_if_failing(*, automation: Automation, now: datetime) -> bool:
+    """Disable an automation whose endpoint has failed every attempt for the configured time
+    (5 days by default), saying why; True when it did."""
+    attempts = DeliveryAttempt.objects.filter(delivery__automation=automation)
+    last_success = (
+        attempts.filter(status_code__gte=200, status_code__lt=300)
+        .order_by("-attempted_at")
+        .values_list("attempted_at", flat=True)
+        .first()
+    )
+    failing = attempts if last_success is None else attempts.filter(attempted_at__gt=last_success)
+    since = failing.aggregate(first=Min("attempted_at"))["first"]
+    limit = timedelta(seconds=settings.AUTOMATION_DISABLE_AFTER_SECONDS)
+    if since is None or now - since < limit:
+        return False
+    last_error = failing.order_by("-attempted_at").values_list("error", flat=True).first()
+    automation.enabled = False
+    automation.disabled_reason = (
+        f"Disabled {now:%Y-%m-%d %H:%M} UTC: every delivery attempt since "
+        f"{since:%Y-%m-%d %H:%M} UTC failed (last: {last_error or 'no answer'})."
+    )
+    automation.save(update_fields=["enabled", "disabled_reason"])
+    return True
+
+
+def delivery_replay(*, delivery: Delivery, now: datetime | None = None) -> None:
+    """Send a delivery again (same webhook-id), with a fresh retry schedule."""
+    now = now or timezone.now()
+    Delivery.objects.filter(id=delivery.id).update(
+        status=Delivery.Status.PENDING,
+        attempts=0,
+        next_attempt_at=now,
+        lease_until=None,
+        finished_at=None,
+    )
+    _enqueue([delivery.id])
+
+
+def deliveries_replay_failed_since(*, automation: Automation, since: datetime) -> int:
+    """Replay every failed delivery of the automation made since `since`; returns how many."""
+    now = timezone.now()
+    ids = list(
+        automation.deliveries.filter(status=Delivery.Status.FAILED, created_at__gte=since)
+        .order_by("created_at")
+        .values_list("id", flat=True)
+    )
+    Delivery.objects.filter(id__in=ids).update(
+        status=Delivery.Status.PENDING, attempts=0, next_attempt_at=now, finished_at=None
+    )
+    _enqueue(ids)
+    return len(ids)
+
+
+def deliveries_due(*, now: datetime | None = None, limit: int = 1000) -> list[str]:
+    """Deliveries due whose attempt is not in flight (a lost task, an expired lease)."""
+    now = now or timezone.now()
+    due = (
+        Delivery.objects.filter(
+            status__in=[Delivery.Status.PENDING, Delivery.Status.RETRYING],
+            next_attempt_at__lte=now,
+        )
+        .exclude(lease_until__gt=now)
+        .order_by("next_attempt_at")
+        .values_list("id", flat=True)[:limit]
+    )
+    return list(due)
+
+
+def _enqueue(ids: list[str]) -> None:
+    from automations.tasks import delivery_attempt as task
+
+    transaction.on_commit(lambda: [task.delay(delivery_id) for delivery_id in ids])

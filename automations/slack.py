@@ -1,0 +1,45 @@
+"""The Slack incoming-webhook message of a delivery: text for notifications, blocks for the
+channel."""
+
+from __future__ import annotations
+
+FLAME = ":fire:"
+SNOWFLAKE = ":snowflake:"
+
+
+def _change_text(change: int | None) -> str:
+    if not change:
+        return "no change"
+    return f"{FLAME} +{change}" if change > 0 else f"{SNOWFLAKE} {change}"
+
+
+def slack_message(*, event_type: str, subject: dict, what: str, dashboard_url: str) -> dict:
+    """`subject` as the webhook body's account or user; `what` says what happened."""
+    name = subject.get("name") or subject.get("tracking_id") or "?"
+    score = subject.get("engagement_score")
+    change = _change_text(subject.get("score_change"))
+    text = f"{name}: {what} (score {score}, {change})"
+    return {
+        "text": text,
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{name}*: {what}"}},
+            {
+                "type": "section",
+                "fields": [
+                    {"type": "mrkdwn", "text": f"*Score*\n{score}"},
+                    {"type": "mrkdwn", "text": f"*Change*\n{change}"},
+                ],
+            },
+            {
+                "type": "actions",
+                "elements": [
+                    {
+                        "type": "button",
+                        "text": {"type": "plain_text", "text": "Open in the dashboard"},
+                        "url": dashboard_url,
+                    }
+                ],
+            },
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": event_type}]},
+        ],
+    }
