@@ -47,7 +47,7 @@ def _lease(delivery_id: str, now: datetime) -> Delivery | None:
     """The delivery, leased to this attempt; None when it is done, not due or in flight."""
     with transaction.atomic():
         delivery = (
-            Delivery.objects.select_for_update()
+            Delivery.objects.select_for_update(of=("self",))
             .select_related("automation__workspace", "automation__segment")
             .filter(id=delivery_id)
             .first()
