@@ -21,7 +21,7 @@ ROTATION_OVERLAP = timedelta(hours=24)
 _NEW = {Automation.Trigger.NEW_ACCOUNT, Automation.Trigger.NEW_USER}
 
 
-def _validated(automation: Automation) -> None:
+def automation_validate(automation: Automation) -> None:
     """Every fault of the automation's settings at once, as a ValidationError."""
     errors: dict[str, str] = {}
     trigger = automation.trigger
@@ -97,7 +97,7 @@ def automation_create(
         url=url,
         cooldown_seconds=cooldown_seconds,
     )
-    _validated(automation)
+    automation_validate(automation)
     if destination == Automation.Destination.WEBHOOK:
         automation.secret = secret_generate()
     automation.save()
@@ -110,7 +110,7 @@ def automation_update(*, automation: Automation, **changes: object) -> Automatio
     """Change an automation's settings; a changed condition is recorded afresh (no storm)."""
     for field, value in changes.items():
         setattr(automation, field, value)
-    _validated(automation)
+    automation_validate(automation)
     if automation.enabled:
         automation.disabled_reason = ""
     automation.save()

@@ -27,6 +27,7 @@ from django_celery_beat.models import (
 import engagement.admin
 import ingestion.admin
 import readapi.admin
+from automations.services import automation_create, automation_test_send
 from engagement.erasure import erasure_request
 from engagement.models import Segment, SegmentMember
 from engagement.scoring import workspace_rescore
@@ -73,6 +74,18 @@ ADD_DATA = {
     },
     "ingestion.ingestionkey": lambda o: {"product": o["acme"].product.id, "label": "rotation"},
     "readapi.apitoken": lambda o: {"product": o["acme"].product.id, "name": "BI"},
+    "automations.automation": lambda o: {
+        "workspace": o["acme"].workspace.id,
+        "name": "Red hot",
+        "trigger": "score_changed",
+        "target": "accounts",
+        "threshold": "10",
+        "conditions": "[]",
+        "match": "all",
+        "destination": "webhook",
+        "cooldown_seconds": "86400",
+        "receiver_url": "http://127.0.0.1:9/hook",
+    },
     "marketplace.marketplaceconnection": lambda o: {
         "product": o["globex"].product.id,
         "email": "vera@example.com",
@@ -91,6 +104,7 @@ CHANGE_DATA = {
 def objects(acme, globex, admin_user, client, settings):
     """One object of every registered model."""
     settings.MARKETPLACE_API_URL = BASE
+    settings.AUTOMATION_ALLOW_PRIVATE_URLS = True
     apply(
         acme,
         identify("u1", {"name": "Ada", "email": "ada@example.com"}),
@@ -122,6 +136,10 @@ def objects(acme, globex, admin_user, client, settings):
         reason=DroppedRequest.Reason.choices[0][0],
         received_at=timezone.now(),
     )
+    automation = automation_create(
+        workspace=acme.workspace, trigger="new_account", url="http://127.0.0.1:9/hook"
+    )
+    automation_test_send(automation=automation)
     Group.objects.create(name="Operators")
     ClockedSchedule.objects.create(clocked_time=timezone.now())
     CrontabSchedule.objects.create(minute="0", hour="3")
@@ -163,6 +181,7 @@ def test_every_registered_model_is_covered_here():
         "ingestion.acceptedrequest",
         "ingestion.seenmessage",
         "marketplace.syncrun",
+        "automations.delivery",
     }
     assert set(registered()) == addable | read_only_or_ingested
 

@@ -1,0 +1,102 @@
+import json
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from automations.models import Automation
+from automations.services import automation_create
+from engagement.models import Segment, Workspace
+
+
+class Command(BaseCommand):
+    help = (
+        "Create an automation: when an account or user enters the trigger's condition in a "
+        "score refresh, POST a signed webhook (or a Slack message) to --url. A webhook's signing "
+        "secret is printed once."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--workspace", type=int, required=True, help="Workspace id.")
+        parser.add_argument("--trigger", required=True, choices=Automation.Trigger.values)
+        parser.add_argument(
+            "--threshold",
+            type=int,
+            help="score_changed: points up or down (10 = Red Hot / Ice Cold); "
+            "band_entered: the band's floor (75, 50, 25 or 0; omitted: any band).",
+        )
+        parser.add_argument("--segment", type=int, help="segment_entered/left: segment id.")
+        parser.add_argument("--days", type=int, help="inactive: days without an event.")
+        parser.add_argument(
+            "--target", choices=Automation.Target.values, default=Automation.Target.ACCOUNTS
+        )
+        parser.add_argument(
+            "--destination",
+            choices=Automation.Destination.values,
+            default=Automation.Destination.WEBHOOK,
+        )
+        parser.add_argument("--url", required=True, help="The receiver (or Slack webhook) URL.")
+        parser.add_argument("--name", default="")
+        parser.add_argument(
+            "--condition",
+            action="append",
+            default=[],
+            metavar="FIELD OPERATOR [VALUE]",
+            help="e.g. 'trait:mrr greater_than 100000' (repeatable; segment condition language).",
+        )
+        parser.add_argument("--match", choices=Automation.Match.values, default="all")
+        parser.add_argument("--cooldown-hours", type=float, default=24.0)
+        parser.add_argument("--json", action="store_true", help="Print one JSON object.")
+
+    def handle(self, *args, **options):
+        workspace = Workspace.objects.filter(id=options["workspace"]).first()
+        if workspace is None:
+            raise CommandError(f"No workspace {options['workspace']}.")
+        segment = None
+        if options["segment"] is not None:
+            segment = Segment.objects.filter(id=options["segment"]).first()
+            if segment is None:
+                raise CommandError(f"No segment {options['segment']}.")
+        try:
+            automation = automation_create(
+                workspace=workspace,
+                trigger=options["trigger"],
+                url=options["url"],
+                name=options["name"],
+                target=options["target"],
+                destination=options["destination"],
+                threshold=options["threshold"],
+                segment=segment,
+                days=options["days"],
+                conditions=[_condition(text) for text in options["condition"]],
+                match=options["match"],
+                cooldown_seconds=int(options["cooldown_hours"] * 3600),
+            )
+        except ValidationError as exc:
+            raise CommandError(
+                "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
+            ) from None
+        shown = {"id": automation.id, "name": automation.name, "trigger": automation.trigger}
+        if automation.secret:
+            shown["secret"] = automation.secret
+        if options["json"]:
+            self.stdout.write(json.dumps(shown))
+            return
+        self.stdout.write(f"Automation {automation.id} ({automation.name}) created.")
+        if automation.secret:
+            self.stdout.write(
+                f"Signing secret (shown once; verify webhook-signature with it): "
+                f"{automation.secret}"
+            )
+
+
+def _condition(text: str) -> dict:
+    parts = text.split(None, 2)
+    if len(parts) < 2:
+        raise CommandError(f"--condition {text!r}: expected 'FIELD OPERATOR [VALUE]'")
+    condition: dict = {"field": parts[0], "operator": parts[1]}
+    if len(parts) == 3:
+        try:
+            condition["value"] = json.loads(parts[2])
+        except ValueError:
+            condition["value"] = parts[2]
+    return condition
