@@ -30,7 +30,6 @@ from automations.signing import signature_headers
 from automations.slack import slack_message
 
 logger = logging.getLogger(__name__)
-LEASE = timedelta(seconds=60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +58,7 @@ def _lease(delivery_id: str, now: datetime) -> Delivery | None:
             return None
         if delivery.next_attempt_at and delivery.next_attempt_at > now:
             return None
-        delivery.lease_until = now + LEASE
+        delivery.lease_until = now + timedelta(seconds=settings.AUTOMATION_LEASE_SECONDS)
         delivery.save(update_fields=["lease_until"])
         return delivery
 

@@ -293,6 +293,8 @@ AUTOMATION_ALLOW_PRIVATE_URLS = env_bool("AUTOMATION_ALLOW_PRIVATE_URLS", False)
 AUTOMATION_RETRY_SCHEDULE = env_int_list(
     "AUTOMATION_RETRY_SCHEDULE", [0, 5, 300, 1800, 7200, 18000, 36000, 36000]
 )
+# An attempt holds its delivery this long; past it, a delivery whose worker died is sent again.
+AUTOMATION_LEASE_SECONDS = env_int("AUTOMATION_LEASE_SECONDS", 60, minimum=1)
 # An endpoint that has failed every attempt for this long is disabled.
 AUTOMATION_DISABLE_AFTER_SECONDS = env_int(
     "AUTOMATION_DISABLE_AFTER_SECONDS", 5 * 24 * 3600, minimum=60

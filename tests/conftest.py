@@ -154,3 +154,16 @@ def other_session():
         dbname=settings["NAME"],
     ) as session:
         yield session
+
+
+@pytest.fixture
+def broker():
+    """The real broker (Redis) of the test run, emptied before and after: for tests that start
+    worker processes."""
+    import redis
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    client.flushdb()
+    yield client
+    client.flushdb()

@@ -14,7 +14,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import redis
 from django.conf import settings
 from django.db import connection
 
@@ -73,14 +72,6 @@ def stop(process: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
     if process.poll() is None:
         os.killpg(process.pid, sig)
         process.wait(timeout=20)
-
-
-@pytest.fixture
-def broker():
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    client.flushdb()
-    yield client
-    client.flushdb()
 
 
 @pytest.fixture
