@@ -23,6 +23,8 @@ urlpatterns = [
     path("", include("readapi.urls")),
     # The site's root is the dashboard (the admin's "View site" leads here).
     path("", include("dashboard.urls")),
+    # The automation pages, in the dashboard's layout.
+    path("", include("automations.urls")),
 ]
 
 handler400 = "config.errors.bad_request"

@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("engagement", "ingestion", "readapi", "marketplace", "dashboard")
+APPS = ("engagement", "ingestion", "readapi", "marketplace", "dashboard", "automations")
 
 
 def imported_apps(path: Path) -> set[str]:

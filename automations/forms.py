@@ -1,0 +1,57 @@
+"""The dashboard's automation form: what a manager types, checked by the service's rules."""
+
+import json
+
+from django import forms
+
+from automations.models import Automation
+from engagement.models import Segment
+
+
+class AutomationForm(forms.Form):
+    name = forms.CharField(max_length=200, required=False)
+    trigger = forms.ChoiceField(choices=Automation.Trigger.choices)
+    target = forms.ChoiceField(choices=Automation.Target.choices)
+    threshold = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=100,
+        help_text="Score changed: points up or down. Band entered: 75, 50, 25 or 0 (empty: any).",
+    )
+    segment = forms.ModelChoiceField(queryset=Segment.objects.none(), required=False)
+    days = forms.IntegerField(required=False, min_value=1, max_value=3650, help_text="Inactive.")
+    conditions = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text='JSON, as segments: [{"field": "trait:mrr", "operator": "greater_than", '
+        '"value": 100000}]',
+    )
+    match = forms.ChoiceField(choices=Automation.Match.choices)
+    destination = forms.ChoiceField(choices=Automation.Destination.choices)
+    url = forms.CharField(
+        label="URL",
+        max_length=2000,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="The receiver, or a Slack incoming-webhook URL; stored encrypted.",
+    )
+    cooldown_hours = forms.FloatField(initial=24, min_value=0, max_value=24 * 365)
+
+    def __init__(self, *args, workspace_id: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["segment"].queryset = Segment.objects.filter(workspace_id=workspace_id)
+
+    def clean_conditions(self) -> list:
+        text = self.cleaned_data.get("conditions") or ""
+        if not text.strip():
+            return []
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not JSON: {exc}") from None
+
+
+class ReplaySinceForm(forms.Form):
+    since = forms.DateTimeField(
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"],
+    )

@@ -1,0 +1,142 @@
+"""The dashboard's automation pages: the list, one automation with its deliveries, and the
+manager's actions (create, test, replay, rotate, switch on and off). They extend the dashboard's
+layout; the workspace is the signed-in user's or 404, as on every dashboard page."""
+
+from __future__ import annotations
+
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views import View
+
+from automations import delivery as deliveries
+from automations import selectors, services
+from automations.forms import AutomationForm, ReplaySinceForm
+from automations.models import Automation, Delivery
+from engagement.memberships import product_role, workspace_visible_to, workspaces_visible_to
+from engagement.models import ProductMembership
+
+# The session key that holds a new secret until its page has shown it once.
+_SHOWN_ONCE = "automation-secret-{}"
+
+
+class _AutomationPage(LoginRequiredMixin, View):
+    def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return self.handle_no_permission()
+        self.workspace = workspace_visible_to(request.user, kwargs.pop("workspace_id"))
+        if self.workspace is None:
+            raise Http404("No such workspace.")
+        self.role = product_role(request.user, self.workspace.product_id)
+        return super().dispatch(request, *args, **kwargs)
+
+    @property
+    def manages(self) -> bool:
+        return self.role == ProductMembership.Role.MANAGER
+
+    def require_manager(self) -> None:
+        if not self.manages:
+            raise PermissionDenied("Managers of the product change automations.")
+
+    def automation(self, automation_id: int) -> Automation:
+        found = Automation.objects.filter(id=automation_id, workspace=self.workspace).first()
+        if found is None:
+            raise Http404("No such automation.")
+        return found
+
+    def render(self, template: str, context: dict) -> HttpResponse:
+        base = {
+            "workspace": self.workspace,
+            "product": self.workspace.product,
+            "workspaces": workspaces_visible_to(self.request.user),
+            "role": self.role,
+            "manages": self.manages,
+            "section": "automations",
+        }
+        return render(self.request, template, {**base, **context})
+
+
+class AutomationListView(_AutomationPage):
+    def get(self, request: HttpRequest, form: AutomationForm | None = None) -> HttpResponse:
+        form = form or AutomationForm(
+            workspace_id=self.workspace.id, initial={"cooldown_hours": 24}
+        )
+        rows = selectors.automation_list(workspace_id=self.workspace.id)
+        return self.render("automations/list.html", {"rows": rows, "form": form})
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        self.require_manager()
+        form = AutomationForm(request.POST, workspace_id=self.workspace.id)
+        if not form.is_valid():
+            return self.get(request, form)
+        values = dict(form.cleaned_data)
+        cooldown = int(values.pop("cooldown_hours") * 3600)
+        try:
+            automation = services.automation_create(
+                workspace=self.workspace, cooldown_seconds=cooldown, **values
+            )
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+            return self.get(request, form)
+        if automation.secret:
+            request.session[_SHOWN_ONCE.format(automation.id)] = automation.secret
+        return redirect("automations:detail", self.workspace.id, automation.id)
+
+
+class AutomationDetailView(_AutomationPage):
+    def get(self, request: HttpRequest, automation_id: int) -> HttpResponse:
+        automation = self.automation(automation_id)
+        secret = request.session.pop(_SHOWN_ONCE.format(automation.id), None)
+        return self.render(
+            "automations/detail.html",
+            {
+                "automation": automation,
+                "new_secret": secret,
+                "deliveries": selectors.delivery_list(automation=automation, limit=100),
+                "replay_form": ReplaySinceForm(),
+            },
+        )
+
+    def post(self, request: HttpRequest, automation_id: int) -> HttpResponse:
+        self.require_manager()
+        automation = self.automation(automation_id)
+        action = request.POST.get("action", "")
+        if action == "test":
+            services.automation_test_send(automation=automation)
+        elif action == "rotate" and automation.destination == Automation.Destination.WEBHOOK:
+            secret = services.automation_secret_rotate(automation=automation)
+            request.session[_SHOWN_ONCE.format(automation.id)] = secret
+        elif action in ("enable", "disable"):
+            services.automation_update(automation=automation, enabled=action == "enable")
+        elif action == "replay":
+            found = automation.deliveries.filter(id=request.POST.get("delivery", "")).first()
+            if found is None:
+                raise Http404("No such delivery.")
+            deliveries.delivery_replay(delivery=found)
+        elif action == "replay_failed":
+            form = ReplaySinceForm(request.POST)
+            if form.is_valid():
+                deliveries.deliveries_replay_failed_since(
+                    automation=automation, since=form.cleaned_data["since"]
+                )
+        else:
+            return HttpResponse("Unknown action.", status=400)
+        return redirect("automations:detail", self.workspace.id, automation.id)
+
+
+class DeliveryView(_AutomationPage):
+    def get(self, request: HttpRequest, automation_id: int, delivery_id: str) -> HttpResponse:
+        automation = self.automation(automation_id)
+        found = Delivery.objects.filter(id=delivery_id, automation=automation).first()
+        if found is None:
+            raise Http404("No such delivery.")
+        return self.render(
+            "automations/delivery.html",
+            {
+                "automation": automation,
+                "delivery": found,
+                "attempts": selectors.delivery_attempts(delivery=found),
+            },
+        )

@@ -1,0 +1,108 @@
+"""The dashboard's automation pages: managers create and act; viewers read; others get 404."""
+
+import re
+
+import pytest
+from django.test import Client
+
+from automations.delivery import delivery_attempt
+from automations.models import Automation, Delivery
+from automations.services import automation_create, automation_test_send
+from engagement.models import ProductMembership
+
+pytestmark = pytest.mark.both_databases
+
+
+@pytest.fixture
+def manager(acme, django_user_model):
+    user = django_user_model.objects.create_user("mia", password="pw-mia-12345")
+    ProductMembership.objects.create(
+        user=user, product=acme.product, role=ProductMembership.Role.MANAGER
+    )
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def viewer(acme, django_user_model):
+    user = django_user_model.objects.create_user("vic", password="pw-vic-12345")
+    ProductMembership.objects.create(
+        user=user, product=acme.product, role=ProductMembership.Role.VIEWER
+    )
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _list_url(acme) -> str:
+    return f"/w/{acme.workspace.id}/automations/"
+
+
+def test_a_manager_creates_an_automation_and_sees_its_secret_once(acme, manager, receiver):
+    response = manager.post(
+        _list_url(acme),
+        {
+            "name": "Red hot",
+            "trigger": "score_changed",
+            "target": "accounts",
+            "threshold": "10",
+            "match": "all",
+            "destination": "webhook",
+            "url": receiver.url,
+            "cooldown_hours": "24",
+        },
+    )
+    automation = Automation.objects.get(name="Red hot")
+    assert response.status_code == 302
+    page = manager.get(response["Location"]).content.decode()
+    assert automation.secret in page
+    assert automation.secret not in manager.get(response["Location"]).content.decode()
+    assert receiver.url not in page
+
+
+def test_a_bad_automation_shows_why_and_stores_nothing(acme, manager, receiver):
+    response = manager.post(
+        _list_url(acme),
+        {
+            "trigger": "score_changed",
+            "target": "accounts",
+            "match": "all",
+            "destination": "webhook",
+            "url": "ftp://nowhere",
+            "cooldown_hours": "24",
+        },
+    )
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "needs --threshold" in text and "http://" in text
+    assert Automation.objects.count() == 0
+
+
+def test_the_record_shows_deliveries_and_a_manager_replays_one(acme, manager, receiver):
+    receiver.statuses = [500, 200]
+    automation = automation_create(
+        workspace=acme.workspace, trigger="new_account", url=receiver.url
+    )
+    delivery = automation_test_send(automation=automation)
+    delivery_attempt(delivery_id=delivery.id)
+    detail = f"/w/{acme.workspace.id}/automations/{automation.id}/"
+    page = manager.get(detail).content.decode()
+    assert delivery.id in page and "retrying" in page and "answered 500" in page
+    attempts = manager.get(f"{detail}deliveries/{delivery.id}/").content.decode()
+    assert re.search(r"<td>500</td>", attempts)
+    Delivery.objects.filter(id=delivery.id).update(status="failed")
+    assert manager.post(detail, {"action": "replay", "delivery": delivery.id}).status_code == 302
+    assert Delivery.objects.get(id=delivery.id).status == "pending"
+
+
+def test_a_viewer_reads_but_cannot_act_and_another_product_gets_404(acme, globex, viewer, receiver):
+    automation = automation_create(
+        workspace=acme.workspace, trigger="new_account", url=receiver.url
+    )
+    detail = f"/w/{acme.workspace.id}/automations/{automation.id}/"
+    page = viewer.get(detail)
+    assert page.status_code == 200 and "Send a test event" not in page.content.decode()
+    assert viewer.post(detail, {"action": "test"}).status_code == 403
+    assert Delivery.objects.count() == 0
+    assert viewer.get(f"/w/{globex.workspace.id}/automations/").status_code == 404
