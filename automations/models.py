@@ -158,3 +158,40 @@ class DeliveryAttempt(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["delivery", "attempted_at"], name="attempt_delivery_idx")]
+
+
+class TraitSync(models.Model):
+    """Pushes a workspace's scores, changes and segments as traits to a Segment-compatible
+    HTTP API (Segment, RudderStack's data plane, or anything that speaks /v1/batch)."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="trait_syncs")
+    host = models.URLField(max_length=500)  # e.g. https://api.segment.io
+    write_key = EncryptedTextField()
+    interval_minutes = models.PositiveIntegerField(default=60)
+    prefix = models.CharField(max_length=32, default="eds_")
+    enabled = models.BooleanField(default=True)
+    # Subjects whose score rows or segments changed after this were not sent yet.
+    synced_through = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.workspace} -> {self.host}"
+
+
+class TraitSyncRun(models.Model):
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        OK = "ok", "Sent"
+        FAILED = "failed", "Failed"
+
+    sync = models.ForeignKey(TraitSync, on_delete=models.CASCADE, related_name="runs")
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    users_sent = models.PositiveIntegerField(default=0)
+    accounts_sent = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["sync", "-started_at"], name="trait_sync_run_recent_idx")]

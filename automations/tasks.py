@@ -3,7 +3,7 @@ a worker of their own: a slow receiver never delays ingestion or scoring."""
 
 from celery import shared_task
 
-from automations import delivery
+from automations import delivery, trait_sync
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -21,4 +21,19 @@ def deliveries_due() -> int:
     due = delivery.deliveries_due()
     for delivery_id in due:
         delivery_attempt.delay(delivery_id)
+    return len(due)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def trait_sync_run(sync_id: int) -> str:
+    """One score sync run; a failed one is retried by the next due check."""
+    return trait_sync.trait_sync_run(sync_id=sync_id).status
+
+
+@shared_task(ignore_result=True, expires=60)
+def trait_syncs_due() -> int:
+    """Every minute: queue the score syncs whose interval has passed."""
+    due = trait_sync.trait_syncs_due()
+    for sync_id in due:
+        trait_sync_run.delay(sync_id)
     return len(due)

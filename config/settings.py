@@ -239,6 +239,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "automations.tasks.deliveries_due",
         "schedule": 5.0,
     },
+    "automations-trait-syncs-due": {
+        "task": "automations.tasks.trait_syncs_due",
+        "schedule": 60.0,
+    },
     "marketplace-close-dead-runs": {
         "task": "marketplace.tasks.sync_runs_close_dead",
         "schedule": 60.0,
