@@ -55,3 +55,14 @@ class ReplaySinceForm(forms.Form):
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
         input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"],
     )
+
+
+class TraitSyncForm(forms.Form):
+    host = forms.URLField(
+        max_length=500, help_text="e.g. https://api.segment.io, or a RudderStack data plane."
+    )
+    write_key = forms.CharField(
+        max_length=500, widget=forms.PasswordInput(render_value=False), label="Write key"
+    )
+    interval_minutes = forms.IntegerField(initial=60, min_value=1, max_value=7 * 24 * 60)
+    prefix = forms.CharField(initial="eds_", max_length=32)

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.db.models import Count, Q
 
-from automations.models import Automation, Delivery, DeliveryAttempt
+from automations.models import Automation, Delivery, DeliveryAttempt, TraitSync, TraitSyncRun
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +74,16 @@ def automation_list(*, workspace_id: int) -> list[AutomationShown]:
         .order_by("id")
     )
     return [AutomationShown(row, row.delivered, row.retrying, row.failed) for row in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class TraitSyncShown:
+    sync: TraitSync
+    last_run: TraitSyncRun | None
+
+
+def trait_sync_list(*, workspace_id: int) -> list[TraitSyncShown]:
+    syncs = list(TraitSync.objects.filter(workspace_id=workspace_id).order_by("id"))
+    return [
+        TraitSyncShown(sync, sync.runs.order_by("-started_at").first()) for sync in syncs
+    ]

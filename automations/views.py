@@ -11,9 +11,10 @@ from django.shortcuts import redirect, render
 from django.views import View
 
 from automations import delivery as deliveries
-from automations import selectors, services
-from automations.forms import AutomationForm, ReplaySinceForm
+from automations import selectors, services, trait_sync
+from automations.forms import AutomationForm, ReplaySinceForm, TraitSyncForm
 from automations.models import Automation, Delivery
+from automations.tasks import trait_sync_run as trait_sync_run_task
 from engagement.memberships import product_role, workspace_visible_to, workspaces_visible_to
 from engagement.models import ProductMembership
 
@@ -58,15 +59,36 @@ class _AutomationPage(LoginRequiredMixin, View):
 
 
 class AutomationListView(_AutomationPage):
-    def get(self, request: HttpRequest, form: AutomationForm | None = None) -> HttpResponse:
+    def get(
+        self,
+        request: HttpRequest,
+        form: AutomationForm | None = None,
+        sync_form: TraitSyncForm | None = None,
+    ) -> HttpResponse:
         form = form or AutomationForm(
             workspace_id=self.workspace.id, initial={"cooldown_hours": 24}
         )
         rows = selectors.automation_list(workspace_id=self.workspace.id)
-        return self.render("automations/list.html", {"rows": rows, "form": form})
+        return self.render(
+            "automations/list.html",
+            {
+                "rows": rows,
+                "form": form,
+                "syncs": selectors.trait_sync_list(workspace_id=self.workspace.id),
+                "sync_form": sync_form or TraitSyncForm(),
+            },
+        )
 
     def post(self, request: HttpRequest) -> HttpResponse:
         self.require_manager()
+        if request.POST.get("action") == "sync_create":
+            return self._sync_create(request)
+        if request.POST.get("action") == "sync_run":
+            found = self.workspace.trait_syncs.filter(id=request.POST.get("sync", "0")).first()
+            if found is None:
+                raise Http404("No such score sync.")
+            trait_sync_run_task.delay(found.id)
+            return redirect("automations:list", self.workspace.id)
         form = AutomationForm(request.POST, workspace_id=self.workspace.id)
         if not form.is_valid():
             return self.get(request, form)
@@ -83,6 +105,18 @@ class AutomationListView(_AutomationPage):
         if automation.secret:
             request.session[_SHOWN_ONCE.format(automation.id)] = automation.secret
         return redirect("automations:detail", self.workspace.id, automation.id)
+
+
+    def _sync_create(self, request: HttpRequest) -> HttpResponse:
+        sync_form = TraitSyncForm(request.POST)
+        if sync_form.is_valid():
+            try:
+                trait_sync.trait_sync_create(workspace=self.workspace, **sync_form.cleaned_data)
+                return redirect("automations:list", self.workspace.id)
+            except ValidationError as exc:
+                for field, errors in exc.message_dict.items():
+                    sync_form.add_error(field if field in sync_form.fields else None, errors)
+        return self.get(request, sync_form=sync_form)
 
 
 class AutomationDetailView(_AutomationPage):

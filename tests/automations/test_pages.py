@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from automations.delivery import delivery_attempt
-from automations.models import Automation, Delivery
+from automations.models import Automation, Delivery, TraitSync
 from automations.services import automation_create, automation_test_send
 from engagement.models import ProductMembership
 
@@ -106,3 +106,35 @@ def test_a_viewer_reads_but_cannot_act_and_another_product_gets_404(acme, globex
     assert viewer.post(detail, {"action": "test"}).status_code == 403
     assert Delivery.objects.count() == 0
     assert viewer.get(f"/w/{globex.workspace.id}/automations/").status_code == 404
+
+
+def test_a_manager_adds_a_score_sync_and_a_private_host_is_refused(acme, manager, settings):
+    settings.AUTOMATION_ALLOW_PRIVATE_URLS = False
+    refused = manager.post(
+        _list_url(acme),
+        {
+            "action": "sync_create",
+            "host": "http://localhost:8000",
+            "write_key": "wk",
+            "interval_minutes": "60",
+            "prefix": "eds_",
+        },
+    )
+    assert (
+        refused.status_code == 200 and "AUTOMATION_ALLOW_PRIVATE_URLS" in refused.content.decode()
+    )
+    assert not TraitSync.objects.exists()
+    settings.AUTOMATION_ALLOW_PRIVATE_URLS = True
+    added = manager.post(
+        _list_url(acme),
+        {
+            "action": "sync_create",
+            "host": "http://127.0.0.1:9",
+            "write_key": "wk-secret-123",
+            "interval_minutes": "15",
+            "prefix": "eds_",
+        },
+    )
+    assert added.status_code == 302
+    page = manager.get(_list_url(acme)).content.decode()
+    assert "http://127.0.0.1:9" in page and "15 min" in page and "wk-secret-123" not in page
