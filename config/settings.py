@@ -359,6 +359,8 @@ SPECTACULAR_SETTINGS = {
         # The ingestion door is no Django view: its paths come from ingestion.acceptance.
         "ingestion.schema.ingestion_paths",
         "readapi.schema.postprocess",
+        # The automations' webhook events (x-webhooks), documented with an example each.
+        "automations.schema.automation_webhooks",
     ],
 }
 
