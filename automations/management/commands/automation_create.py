@@ -3,6 +3,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from automations.management.errors import command_error
 from automations.models import Automation
 from automations.services import automation_create
 from engagement.models import Segment, Workspace
@@ -72,9 +73,7 @@ class Command(BaseCommand):
                 cooldown_seconds=int(options["cooldown_hours"] * 3600),
             )
         except ValidationError as exc:
-            raise CommandError(
-                "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
-            ) from None
+            raise command_error(exc) from None
         shown = {"id": automation.id, "name": automation.name, "trigger": automation.trigger}
         if automation.secret:
             shown["secret"] = automation.secret

@@ -3,6 +3,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from automations.management.errors import command_error
 from automations.trait_sync import trait_sync_create
 from engagement.models import Workspace
 
@@ -34,9 +35,7 @@ class Command(BaseCommand):
                 prefix=options["prefix"],
             )
         except ValidationError as exc:
-            raise CommandError(
-                "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
-            ) from None
+            raise command_error(exc) from None
         if options["json"]:
             self.stdout.write(json.dumps({"id": sync.id, "host": sync.host}))
         else:
