@@ -2,23 +2,19 @@
 
 Django's bulk_update builds a CASE expression per row and field, and per-value adaptation of a
 many-row VALUES list costs more than the database's own work; together they were most of the
-worker's time. Here rows reach the database as a subquery with columns c0, c1, ...:
-- PostgreSQL: `unnest()` over one typed array per column, so a statement of any size is parsed
-  once and psycopg adapts the values in C;
-- SQLite (the embedded mode): a multi-row VALUES list with each value adapted by its field.
-The statements around that subquery are the same SQL on both.
+worker's time. Here rows reach the database as a subquery with columns c0, c1, ..., which the
+database backend builds (engagement/backends): `unnest()` over one typed array per column on
+PostgreSQL, so a statement of any size is parsed once and psycopg adapts the values in C; a
+multi-row VALUES list on SQLite. The statements around that subquery are the same SQL on both.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Sequence
 
 from django.db import connection, models
 
-# Rows per statement. PostgreSQL takes arrays of any length; SQLite binds at most 32,766 values.
-_PG_ROWS = 50_000
-_SQLITE_ROWS = 500
+from engagement.backends import database_backend
 
 
 def _fields(model: type[models.Model], columns: Sequence[str]) -> list[models.Field]:
@@ -30,46 +26,14 @@ def _chunks(rows: Sequence, size: int) -> Iterable[Sequence]:
         yield rows[start : start + size]
 
 
-def _pg_source(fields: list[models.Field], rows: Sequence[Sequence]) -> tuple[str, list]:
-    arrays: list[list] = [[] for _ in fields]
-    json_columns = [index for index, f in enumerate(fields) if isinstance(f, models.JSONField)]
-    for row in rows:
-        for index, value in enumerate(row):
-            arrays[index].append(value)
-    for index in json_columns:  # JSON travels as text and is cast in SQL
-        arrays[index] = [None if v is None else json.dumps(v) for v in arrays[index]]
-    casts = ", ".join(
-        "%s::text[]::jsonb[]"
-        if isinstance(f, models.JSONField)
-        else f"%s::{f.db_type(connection)}[]"
-        for f in fields
-    )
-    names = ", ".join(f"c{index}" for index in range(len(fields)))
-    return f"(SELECT * FROM unnest({casts}) AS eds_u({names}))", arrays
-
-
-def _sqlite_source(fields: list[models.Field], rows: Sequence[Sequence]) -> tuple[str, list]:
-    one_row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    names = ", ".join(f"column{index + 1} AS c{index}" for index in range(len(fields)))
-    params = [
-        None if value is None else field.get_db_prep_save(value, connection)
-        for row in rows
-        for field, value in zip(fields, row, strict=True)
-    ]
-    return f"(SELECT {names} FROM (VALUES {', '.join([one_row] * len(rows))}))", params
-
-
 def _sources(
     model: type[models.Model], columns: Sequence[str], rows: Sequence[Sequence]
 ) -> Iterator[tuple[str, list]]:
     """The rows as subqueries with columns c0, c1, ... and their parameters, a chunk each."""
     fields = _fields(model, columns)
-    if connection.vendor == "postgresql":
-        for chunk in _chunks(rows, _PG_ROWS):
-            yield _pg_source(fields, chunk)
-    else:
-        for chunk in _chunks(rows, _SQLITE_ROWS):
-            yield _sqlite_source(fields, chunk)
+    backend = database_backend()
+    for chunk in _chunks(rows, backend.bulk_rows):
+        yield backend.bulk_source(fields, chunk)
 
 
 def _quote(model: type[models.Model], name: str) -> str:
@@ -156,38 +120,6 @@ def select_in(
     order, so two workers locking overlapping rows cannot deadlock)."""
     if not tracking_ids:
         return []
-    if connection.vendor == "postgresql":
-        # One array parameter: nothing to prepare per tracking id. JSON columns come back as
-        # text, as the ORM reads them, and are decoded here with the json module (orjson would
-        # turn an integer beyond 64 bits, which traits may hold, into a float).
-        table = connection.ops.quote_name(model._meta.db_table)
-        json_columns = {
-            index
-            for index, name in enumerate(columns)
-            if isinstance(model._meta.get_field(name), models.JSONField)
-        }
-        select = ", ".join(
-            f"{connection.ops.quote_name(model._meta.get_field(name).column)}"
-            + ("::text" if index in json_columns else "")
-            for index, name in enumerate(columns)
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT {select} FROM {table} WHERE product_id = %s "  # noqa: S608
-                f"AND tracking_id = ANY(%s) ORDER BY id{' FOR UPDATE' if lock else ''}",
-                [product_id, sorted(tracking_ids)],
-            )
-            rows = cursor.fetchall()
-        if not json_columns:
-            return [tuple(row) for row in rows]
-        return [
-            tuple(json.loads(v) if i in json_columns else v for i, v in enumerate(row))
-            for row in rows
-        ]
-    found: list[tuple] = []
-    for chunk in _chunks(sorted(tracking_ids), 5000):
-        query = model.objects.filter(product_id=product_id, tracking_id__in=chunk).order_by("id")
-        if lock:
-            query = query.select_for_update()
-        found.extend(query.values_list(*columns))
-    return found
+    return database_backend().select_in(
+        model, columns, product_id=product_id, tracking_ids=tracking_ids, lock=lock
+    )

@@ -23,6 +23,7 @@ from django.db.models.lookups import IsNull
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from engagement.backends import SegmentStatements, database_backend
 from engagement.models import (
     AccountScore,
     Segment,
@@ -308,37 +309,14 @@ def _condition_applied(
 
 
 # The SQL below is assembled from fixed table and column names; the matching subquery is the
-# ORM's and every value is a parameter. On PostgreSQL each change and its log entry are one
-# statement (a data-modifying WITH), so a concurrent refresh of the same segment cannot log a
-# join or a leave that did not happen. SQLite has one writer at a time: the log entries are
-# written first, then the members, with the same conditions inside one transaction.
+# ORM's and every value is a parameter. The backend (engagement/backends) assembles the leaves
+# and joins from these FROM clauses, each with its log entry.
 _MEMBERS = "engagement_segmentmember"
 _CHANGES = "engagement_segmentmembershipchange"
 _GONE = """FROM {members} m WHERE m.segment_id = %s
     AND NOT EXISTS (SELECT 1 FROM ({matching}) q WHERE q.{column} = m.{column})"""
 _NEW = """FROM ({matching}) q WHERE NOT EXISTS (
     SELECT 1 FROM {members} x WHERE x.segment_id = %s AND x.{column} = q.{column})"""
-_PG_LEAVE = """
-    WITH gone AS (DELETE {gone} RETURNING m.account_id, m.user_id)
-    INSERT INTO {changes} (segment_id, account_id, user_id, change, at)
-    SELECT %s, account_id, user_id, 'left', %s FROM gone"""
-_PG_JOIN = """
-    WITH added AS (
-        INSERT INTO {members} (segment_id, {column}, {other}, joined_at)
-        SELECT %s, q.{column}, NULL, %s {new}
-        ON CONFLICT DO NOTHING RETURNING {column})
-    INSERT INTO {changes} (segment_id, {column}, {other}, change, at)
-    SELECT %s, {column}, NULL, 'joined', %s FROM added"""
-_PORTABLE_LOG_LEAVES = """
-    INSERT INTO {changes} (segment_id, account_id, user_id, change, at)
-    SELECT %s, m.account_id, m.user_id, 'left', %s {gone}"""
-_PORTABLE_LEAVE = "DELETE FROM {members} WHERE id IN (SELECT m.id {gone})"
-_PORTABLE_LOG_JOINS = """
-    INSERT INTO {changes} (segment_id, {column}, {other}, change, at)
-    SELECT %s, q.{column}, NULL, 'joined', %s {new}"""
-_PORTABLE_JOIN = """
-    INSERT INTO {members} (segment_id, {column}, {other}, joined_at)
-    SELECT %s, q.{column}, NULL, %s {new}"""
 
 
 def segment_refresh(*, segment: Segment, now: datetime | None = None) -> tuple[int, int]:
@@ -358,27 +336,17 @@ def segment_refresh(*, segment: Segment, now: datetime | None = None) -> tuple[i
         "column": column,
         "other": "account_id" if column == "user_id" else "user_id",
     }
-    gone = _GONE.format(matching=sql, **names)
-    new = _NEW.format(matching=sql, **names)
-    at = connection.ops.adapt_datetimefield_value(now)
-    leave_params = [segment.id, *params]
-    join_params = [*params, segment.id]
-    with transaction.atomic(), connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(_PG_LEAVE.format(gone=gone, **names), [*leave_params, segment.id, at])
-            left = cursor.rowcount
-            cursor.execute(
-                _PG_JOIN.format(new=new, **names), [segment.id, at, *join_params, segment.id, at]
-            )
-            return cursor.rowcount, left
-        cursor.execute(
-            _PORTABLE_LOG_LEAVES.format(gone=gone, **names), [segment.id, at, *leave_params]
-        )
-        cursor.execute(_PORTABLE_LEAVE.format(gone=gone, **names), leave_params)
-        left = cursor.rowcount
-        cursor.execute(_PORTABLE_LOG_JOINS.format(new=new, **names), [segment.id, at, *join_params])
-        cursor.execute(_PORTABLE_JOIN.format(new=new, **names), [segment.id, at, *join_params])
-        return cursor.rowcount, left
+    statements = SegmentStatements(
+        names=names,
+        gone=_GONE.format(matching=sql, **names),
+        new=_NEW.format(matching=sql, **names),
+        segment_id=segment.id,
+        at=connection.ops.adapt_datetimefield_value(now),
+        leave_params=[segment.id, *params],
+        join_params=[*params, segment.id],
+    )
+    with transaction.atomic():
+        return database_backend().segment_members_update(statements)
 
 
 def segment_changes_purge(*, now: datetime | None = None) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from django.db import connection
 
+from engagement.backends import database_backend
+
 
 class StagedTracks:
     """The session's staged tracks, one row per validated track message, in these columns:
@@ -53,12 +55,8 @@ def staged_tracks_start() -> StagedTracks:
     The table is session-local (a temporary table); ON COMMIT DELETE ROWS and the TRUNCATE keep
     each call's rows its own.
     """
-    if connection.vendor != "postgresql":
-        raise NotImplementedError("staged tracks need PostgreSQL")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE TEMP TABLE IF NOT EXISTS {StagedTracks.TABLE} (user_tracking_id text, "
-            "account_tracking_id text, event_name text, timestamp_ms bigint) ON COMMIT DELETE ROWS"
-        )
-        cursor.execute(f"TRUNCATE {StagedTracks.TABLE}")
+    database_backend().staged_tracks_start(
+        StagedTracks.TABLE,
+        "user_tracking_id text, account_tracking_id text, event_name text, timestamp_ms bigint",
+    )
     return StagedTracks()

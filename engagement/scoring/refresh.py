@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from django.db import connection
 from django.utils import timezone
 
+from engagement.backends import database_backend
 from engagement.models import ScoringState, Workspace
 from engagement.refresh_hooks import ScoresRefreshed, refresh_hooks_run
 from engagement.scoring.aggregation import ACCOUNTS, USERS, aggregate, aggregate_account_members
@@ -163,9 +163,7 @@ def score_tables_analyze() -> None:
     transaction, so the lock ANALYZE takes is not held across it; inside a caller's transaction
     it is left to autovacuum.
     """
-    if connection.vendor == "postgresql" and not connection.in_atomic_block:
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE engagement_userscore, engagement_accountscore")
+    database_backend().score_tables_analyze()
 
 
 def _recomputed_ids(run: ScoringRun) -> tuple[frozenset[int], frozenset[int]]:

@@ -14,8 +14,8 @@ from datetime import date, datetime
 from django.conf import settings
 from django.db import connection
 
+from engagement.backends import database_backend
 from engagement.models import Account, ScoringState, Workspace
-from engagement.scoring.dialect import Dialect
 from engagement.scoring.formula import scoring_window
 from engagement.segments import accounts_admitted
 
@@ -37,7 +37,7 @@ class StatementRunner:
     (engagement.history_build.HistoryBuilder) both run through it."""
 
     def __init__(self, params: dict, *, local_settings: tuple[str, ...] = ()) -> None:
-        self.sql = Dialect(connection.vendor)
+        self.sql = database_backend().dialect
         self.params = params
         self.cursor = connection.cursor()
         self._temp_tables: list[str] = []

@@ -1,0 +1,119 @@
+"""One database backend, chosen once: every statement that PostgreSQL and SQLite need written
+differently sits behind `DatabaseBackend`, with a PostgreSQL implementation (postgresql.py,
+pg_events.py: COPY, unnest arrays, data-modifying WITH, partitions) and a portable one
+(portable.py: what SQLite, the embedded mode, runs). No other module of engagement reads the
+database vendor; ingestion has its own backend for its tables (ingestion/backends.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+from typing import TYPE_CHECKING
+
+from django.db import connection, models
+
+if TYPE_CHECKING:
+    from engagement.event_store import NewEvent, StagedTrackIds, StoredEvents
+    from engagement.scoring.dialect import Dialect
+
+
+class DatabaseBackend:
+    """The vendor-specific operations of engagement. Each method's docstring is the contract;
+    the implementations answer alike on the same data (tests run on both databases)."""
+
+    vendor = ""
+    # Rows per set-based statement (engagement.bulk).
+    bulk_rows = 500
+
+    @property
+    def dialect(self) -> Dialect:
+        """The scoring engine's SQL expressions for this database."""
+        raise NotImplementedError
+
+    def bulk_source(self, fields: list[models.Field], rows: Sequence[Sequence]) -> tuple[str, list]:
+        """The rows as a subquery with columns c0, c1, ... and its parameters."""
+        raise NotImplementedError
+
+    def select_in(
+        self,
+        model: type[models.Model],
+        columns: Sequence[str],
+        *,
+        product_id: int,
+        tracking_ids: Sequence[str],
+        lock: bool,
+    ) -> list[tuple]:
+        """Rows of one product by tracking id, in id order, locked FOR UPDATE when `lock`."""
+        raise NotImplementedError
+
+    def events_store(
+        self, product_id: int, events: Sequence[NewEvent], staged: StagedTrackIds | None
+    ) -> tuple[StoredEvents, set[str]]:
+        """Store events, their rollups, tallies, activity, backfill notes and first/last seen;
+        returns what was stored and the event names (see event_store.events_store)."""
+        raise NotImplementedError
+
+    def staged_tracks_start(self, table: str, columns: str) -> None:
+        """An empty session table for this transaction's staged tracks (track_staging)."""
+        raise NotImplementedError
+
+    def event_tallies_compact(self) -> int:
+        """Fold the tally rows of each (product, day, name) into one; returns rows removed."""
+        raise NotImplementedError
+
+    def partitions_maintain(
+        self, *, today: date, days_ahead: int, retention_days: int
+    ) -> dict[str, int]:
+        """Daily event partitions ahead, old ones dropped, older rows deleted."""
+        raise NotImplementedError
+
+    def segment_members_update(self, statements: SegmentStatements) -> tuple[int, int]:
+        """Apply a segment's leaves and joins and log each; returns (joined, left)."""
+        raise NotImplementedError
+
+    def score_tables_analyze(self) -> None:
+        """Refresh the planner's statistics of the score tables (outside a transaction)."""
+
+
+class SegmentStatements:
+    """The SQL pieces of one segment refresh (engagement.segments): the FROM clauses of the
+    members that left (`gone`) and of the rows that joined (`new`), the table and column names,
+    and the parameters, for the backend to assemble its statements."""
+
+    def __init__(
+        self,
+        *,
+        names: dict[str, str],
+        gone: str,
+        new: str,
+        segment_id: int,
+        at: object,
+        leave_params: list,
+        join_params: list,
+    ) -> None:
+        self.names = names
+        self.gone = gone
+        self.new = new
+        self.segment_id = segment_id
+        self.at = at
+        self.leave_params = leave_params
+        self.join_params = join_params
+
+
+_chosen: dict[str, DatabaseBackend] = {}
+
+
+def database_backend() -> DatabaseBackend:
+    """The backend of the default connection's database: PostgreSQL, or portable (SQLite)."""
+    vendor = connection.vendor
+    if vendor not in _chosen:
+        if vendor == "postgresql":
+            from engagement.backends.postgresql import PostgresBackend
+
+            _chosen[vendor] = PostgresBackend()
+        else:
+            from engagement.backends.portable import PortableBackend
+
+            _chosen[vendor] = PortableBackend()
+    return _chosen[vendor]

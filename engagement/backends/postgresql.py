@@ -1,0 +1,136 @@
+"""The PostgreSQL backend: COPY, typed arrays through unnest(), data-modifying WITH, row locks in
+one statement, daily partitions (engagement/backends/pg_events.py for the event store)."""
+
+# SQL is assembled from fixed table names and model metadata; every value is a parameter.
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import date
+
+from django.db import connection, models, transaction
+
+from engagement.backends import DatabaseBackend, SegmentStatements, pg_events
+from engagement.event_store import NewEvent, StagedTrackIds, StoredEvents
+from engagement.scoring.dialect import Dialect
+
+
+def _pg_source(fields: list[models.Field], rows: Sequence[Sequence]) -> tuple[str, list]:
+    arrays: list[list] = [[] for _ in fields]
+    json_columns = [index for index, f in enumerate(fields) if isinstance(f, models.JSONField)]
+    for row in rows:
+        for index, value in enumerate(row):
+            arrays[index].append(value)
+    for index in json_columns:  # JSON travels as text and is cast in SQL
+        arrays[index] = [None if v is None else json.dumps(v) for v in arrays[index]]
+    casts = ", ".join(
+        "%s::text[]::jsonb[]"
+        if isinstance(f, models.JSONField)
+        else f"%s::{f.db_type(connection)}[]"
+        for f in fields
+    )
+    names = ", ".join(f"c{index}" for index in range(len(fields)))
+    return f"(SELECT * FROM unnest({casts}) AS eds_u({names}))", arrays
+
+
+_PG_LEAVE = """
+    WITH gone AS (DELETE {gone} RETURNING m.account_id, m.user_id)
+    INSERT INTO {changes} (segment_id, account_id, user_id, change, at)
+    SELECT %s, account_id, user_id, 'left', %s FROM gone"""
+_PG_JOIN = """
+    WITH added AS (
+        INSERT INTO {members} (segment_id, {column}, {other}, joined_at)
+        SELECT %s, q.{column}, NULL, %s {new}
+        ON CONFLICT DO NOTHING RETURNING {column})
+    INSERT INTO {changes} (segment_id, {column}, {other}, change, at)
+    SELECT %s, {column}, NULL, 'joined', %s FROM added"""
+
+
+class PostgresBackend(DatabaseBackend):
+    vendor = "postgresql"
+    bulk_rows = 50_000  # arrays of any length: one statement, parsed once
+
+    @property
+    def dialect(self) -> Dialect:
+        return Dialect("postgresql")
+
+    def bulk_source(self, fields: list[models.Field], rows: Sequence[Sequence]) -> tuple[str, list]:
+        return _pg_source(fields, rows)
+
+    def select_in(self, model, columns, *, product_id, tracking_ids, lock) -> list[tuple]:
+        # One array parameter: nothing to prepare per tracking id. JSON columns come back as
+        # text, as the ORM reads them, and are decoded here with the json module (orjson would
+        # turn an integer beyond 64 bits, which traits may hold, into a float).
+        table = connection.ops.quote_name(model._meta.db_table)
+        json_columns = {
+            index
+            for index, name in enumerate(columns)
+            if isinstance(model._meta.get_field(name), models.JSONField)
+        }
+        select = ", ".join(
+            f"{connection.ops.quote_name(model._meta.get_field(name).column)}"
+            + ("::text" if index in json_columns else "")
+            for index, name in enumerate(columns)
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {select} FROM {table} WHERE product_id = %s "  # noqa: S608
+                f"AND tracking_id = ANY(%s) ORDER BY id{' FOR UPDATE' if lock else ''}",
+                [product_id, sorted(tracking_ids)],
+            )
+            rows = cursor.fetchall()
+        if not json_columns:
+            return [tuple(row) for row in rows]
+        return [
+            tuple(json.loads(v) if i in json_columns else v for i, v in enumerate(row))
+            for row in rows
+        ]
+
+    def events_store(
+        self, product_id: int, events: Sequence[NewEvent], staged: StagedTrackIds | None
+    ) -> tuple[StoredEvents, set[str]]:
+        with connection.cursor() as cursor:
+            return pg_events.events_store(cursor, product_id, events, staged)
+
+    def staged_tracks_start(self, table: str, columns: str) -> None:
+        # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"CREATE TEMP TABLE IF NOT EXISTS {table} ({columns}) ON COMMIT DELETE ROWS"
+            )
+            cursor.execute(f"TRUNCATE {table}")
+
+    def event_tallies_compact(self) -> int:
+        with transaction.atomic(), connection.cursor() as cursor:
+            return pg_events.event_tallies_compact(cursor)
+
+    def partitions_maintain(
+        self, *, today: date, days_ahead: int, retention_days: int
+    ) -> dict[str, int]:
+        with transaction.atomic(), connection.cursor() as cursor:
+            return pg_events.partitions_maintain(
+                cursor, today=today, days_ahead=days_ahead, retention_days=retention_days
+            )
+
+    def segment_members_update(self, statements: SegmentStatements) -> tuple[int, int]:
+        # Each change and its log entry are one statement (a data-modifying WITH), so a
+        # concurrent refresh of the same segment cannot log a join or a leave that did not happen.
+        s, names = statements, statements.names
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _PG_LEAVE.format(gone=s.gone, **names),
+                [*s.leave_params, s.segment_id, s.at],
+            )
+            left = cursor.rowcount
+            cursor.execute(
+                _PG_JOIN.format(new=s.new, **names),
+                [s.segment_id, s.at, *s.join_params, s.segment_id, s.at],
+            )
+            return cursor.rowcount, left
+
+    def score_tables_analyze(self) -> None:
+        if not connection.in_atomic_block:
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE engagement_userscore, engagement_accountscore")
