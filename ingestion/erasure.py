@@ -16,6 +16,7 @@ from django.db.models import Q
 
 from engagement.erasure_hooks import ErasureTarget
 from ingestion import acceptance
+from ingestion.backends import ingestion_backend
 from ingestion.models import AcceptedRequest, DroppedRequest, IngestionKey, SeenMessage
 from ingestion.services.dedup import seen_message_sender_hash
 
@@ -104,11 +105,18 @@ def _waiting_rows(target: ErasureTarget) -> list[tuple[int, list]]:
     digests = list(
         IngestionKey.objects.filter(product_id=target.product_id).values_list("digest", flat=True)
     )
-    if connection.vendor != "postgresql":
-        # SQLite: one writer at a time (the erasure's transaction holds the write lock), and a
-        # small store: every row of the product's keys, parsed.
-        rows = AcceptedRequest.objects.filter(key_digest__in=digests).order_by("id")
-        return list(rows.values_list("id", "messages"))
+    return ingestion_backend().waiting_rows(target, digests)
+
+
+def waiting_rows_loaded(digests: list[str]) -> list[tuple[int, list]]:
+    """SQLite: one writer at a time (the erasure's transaction holds the write lock), and a
+    small store: every row of the product's keys, parsed."""
+    rows = AcceptedRequest.objects.filter(key_digest__in=digests).order_by("id")
+    return list(rows.values_list("id", "messages"))
+
+
+def waiting_rows_matching(target: ErasureTarget, digests: list[str]) -> list[tuple[int, list]]:
+    """PostgreSQL: only the rows whose JSON may name the target, locked in id order."""
     params: dict = {"digests": digests}
     needles = []
     for number, name in enumerate(_ID_FIELDS[target.kind]):

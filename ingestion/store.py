@@ -21,6 +21,7 @@ from django.db.models import Sum
 
 from config.api_errors import service_unavailable
 from ingestion.acceptance import Accepted, RequestError, messages_json
+from ingestion.backends import ingestion_backend
 from ingestion.models import AcceptedRequest
 from ingestion.pg_copy import copy_rows
 
@@ -132,7 +133,7 @@ def _grouped_rows(entries: Sequence[Entry]) -> list[StoredRow]:
     return rows
 
 
-def _copy_rows(rows: list[StoredRow]) -> None:
+def copy_stored_rows(rows: list[StoredRow]) -> None:
     """PostgreSQL: every row in one COPY, the cheapest write per row there is."""
     copy_rows(
         AcceptedRequest,
@@ -147,7 +148,7 @@ def _copy_rows(rows: list[StoredRow]) -> None:
     )
 
 
-def _insert_rows(rows: list[StoredRow]) -> None:
+def insert_stored_rows(rows: list[StoredRow]) -> None:
     AcceptedRequest.objects.bulk_create([AcceptedRequest(**row._asdict()) for row in rows])
 
 
@@ -165,20 +166,17 @@ def store_accepted_batch(
     try:
         if backlog_size(max_age=backlog_max_age) >= settings.INGESTION_BACKLOG_LIMIT:
             raise _unavailable("The service is catching up on a backlog; retry shortly.")
-        if connection.vendor == "postgresql" and connection.get_autocommit():
+        backend = ingestion_backend()
+        if backend.copy_commits_alone and connection.get_autocommit():
             # Outside any transaction one COPY is a transaction of its own, committed (and
             # flushed to the WAL) before it returns: the same durability without the round trips
             # of BEGIN and COMMIT.
-            _copy_rows(_grouped_rows(entries))
+            backend.accepted_rows_write(_grouped_rows(entries))
             if kick:
                 kick_worker()
             return
         with transaction.atomic():
-            rows = _grouped_rows(entries)
-            if connection.vendor == "postgresql":
-                _copy_rows(rows)
-            else:
-                _insert_rows(rows)
+            backend.accepted_rows_write(_grouped_rows(entries))
             if kick:
                 transaction.on_commit(kick_worker)
     except DatabaseError as exc:

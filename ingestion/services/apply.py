@@ -11,11 +11,12 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError, transaction
 
 from engagement import services as engagement_services
 from engagement.services import Message
 from ingestion import acceptance
+from ingestion.backends import ingestion_backend
 from ingestion.models import DroppedRequest
 from ingestion.services.dedup import unseen_messages
 from ingestion.services.drops import apply_failed_drop
@@ -60,15 +61,7 @@ def requests_apply(
     the request it came in. Returns the drops."""
     try:
         with transaction.atomic():
-            if connection.vendor == "postgresql":
-                others, staged_tracks = messages_stage(product_id, requests, under_keys)
-                engagement_services.messages_apply(
-                    product_id=product_id,
-                    messages=[to_domain(message) for message in others],
-                    staged_tracks=staged_tracks,
-                )
-            else:
-                _apply_loaded(product_id, messages_unsuppressed(product_id, requests))
+            ingestion_backend().requests_apply_together(product_id, requests, under_keys)
         return []
     except OperationalError:
         raise  # the database itself is in trouble: leave the rows for the next drain
@@ -92,6 +85,24 @@ def to_domain(message: dict) -> Message:
         event=message.get("event"),
         traits=message.get("traits"),
     )
+
+
+def apply_staged(
+    product_id: int, requests: Sequence[ClaimedRequest], under_keys: ClaimedUnderKeys | None
+) -> None:
+    """The SQL route (PostgreSQL): the messages staged from their stored rows, tracks applied
+    without a Python object each (ingestion/services/staging.py)."""
+    others, staged_tracks = messages_stage(product_id, requests, under_keys)
+    engagement_services.messages_apply(
+        product_id=product_id,
+        messages=[to_domain(message) for message in others],
+        staged_tracks=staged_tracks,
+    )
+
+
+def apply_loaded(product_id: int, requests: Sequence[ClaimedRequest]) -> None:
+    """The generic route: the requests' messages loaded, less suppressed people."""
+    _apply_loaded(product_id, messages_unsuppressed(product_id, requests))
 
 
 def _apply_loaded(product_id: int, messages: Iterable[dict]) -> None:
@@ -130,7 +141,9 @@ def _request_search(search: _BadMessageSearch, error: Exception) -> list[Dropped
         len(items),
         exc_info=error,
     )
-    return _items_apply(search, items, error if connection.vendor != "postgresql" else None)
+    # The generic route failed already: start at the halves; the SQL route: try it whole once.
+    retried_whole = ingestion_backend().applies_through_staging
+    return _items_apply(search, items, None if retried_whole else error)
 
 
 def _items_apply(

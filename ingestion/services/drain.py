@@ -7,9 +7,10 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import transaction
 
-from ingestion import metrics, tally
+from ingestion import metrics
+from ingestion.backends import ingestion_backend
 from ingestion.models import DroppedRequest, IngestionKey
 from ingestion.services.apply import TryBudget, requests_apply
 from ingestion.services.drops import drops_record, key_drop, marker_drops
@@ -146,10 +147,7 @@ def _drops_and_work_by_product(
 
 def _accepted_tally(batch: ClaimedBatch) -> None:
     """Count the claim's requests per key and minute (what the dashboard's health page shows)."""
-    if connection.vendor == "postgresql":
-        tally.accepted_minutes_record_claimed()
-    else:
-        tally.accepted_minutes_record((r.key_digest, r.received_at) for r in batch.requests)
+    ingestion_backend().accepted_tally(batch)
 
 
 def _commit_without_waiting_for_disk() -> None:
@@ -161,6 +159,4 @@ def _commit_without_waiting_for_disk() -> None:
     and the next drain applies them once. Readers may briefly have seen the lost effects. What
     it saves is a WAL flush per batch that the worker would otherwise sit out.
     """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+    ingestion_backend().drain_commit_relaxed()

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db import connection
 from django.utils import timezone
 
 from ingestion import acceptance
+from ingestion.backends import ingestion_backend
 from ingestion.models import DroppedRequest, IngestionKey, key_fingerprint
 from ingestion.pg_copy import copy_rows
 from ingestion.services.queue import ClaimedRequest
@@ -118,11 +118,13 @@ _DROP_COLUMNS = (
 
 
 def drops_record(drops: list[DroppedRequest]) -> None:
-    """Store the drops of a drain. On PostgreSQL in one COPY: a sender whose key was revoked
-    can send as fast as anyone, and the ORM's bulk_create costs about 60 µs a drop."""
-    if connection.vendor != "postgresql":
-        DroppedRequest.objects.bulk_create(drops)
-        return
+    """Store the drops of a drain (the backend's way: one COPY on PostgreSQL)."""
+    ingestion_backend().drops_record(drops)
+
+
+def drops_copy(drops: list[DroppedRequest]) -> None:
+    """PostgreSQL: the drops in one COPY. A sender whose key was revoked can send as fast as
+    anyone, and the ORM's bulk_create costs about 60 µs a drop."""
     now = timezone.now()
     copy_rows(
         DroppedRequest,

@@ -2,9 +2,10 @@
 requests they hold, and deleting them once applied.
 
 Claimed rows are locked with SKIP LOCKED, so any number of workers drain at once; a worker that
-dies mid-way leaves its rows unclaimed for the next drain. On PostgreSQL the claimed rows are
-listed in the session's eds_claim table and their messages stay where they are stored, so a
-drain brings back a line per ingestion key rather than a Python object per row.
+dies mid-way leaves its rows unclaimed for the next drain. How is the ingestion backend's
+choice (ingestion/backends): on PostgreSQL the claimed rows are listed in the session's
+eds_claim table and their messages stay where they are stored, so a drain brings back a line per
+ingestion key rather than a Python object per row; elsewhere the rows are loaded.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import NamedTuple
 from django.db import connection
 
 from ingestion import acceptance
+from ingestion.backends import ingestion_backend
 from ingestion.models import AcceptedRequest
 
 _LAST_PLACE = 2**31 - 1  # "to the end": no row holds more messages
@@ -103,8 +105,11 @@ def requests_claim(*, limit: int) -> ClaimedBatch:
     Counting requests alone could pull millions of messages into one transaction: a
     Segment-SDK batch is one request of up to 2,500 messages.
     """
-    if connection.vendor == "postgresql":
-        return _claim_in_database(limit)
+    return ingestion_backend().requests_claim(limit)
+
+
+def claim_loaded(limit: int) -> ClaimedBatch:
+    """The portable claim: the rows and their messages loaded, every request in `requests`."""
     query = AcceptedRequest.objects.select_for_update(skip_locked=True).order_by("id")[:limit]
     requests: list[ClaimedRequest] = []
     messages = stored_rows = 0
@@ -150,7 +155,7 @@ _CLAIM_TRIM = """
 _HOLDS_DROP_MARKERS = json.dumps([{"type": acceptance.DROP}])
 
 
-def _claim_in_database(limit: int) -> ClaimedBatch:
+def claim_in_session_table(limit: int) -> ClaimedBatch:
     """PostgreSQL: lock the rows into the session's eds_claim table, a few statements per
     drain, and bring back one line per ingestion key rather than a line per row."""
     with connection.cursor() as cursor:
@@ -275,9 +280,14 @@ def stored_messages(request: ClaimedRequest) -> list:
 
 def claimed_delete(batch: ClaimedBatch) -> None:
     """Delete the claimed rows (in the drain's transaction, once they are applied)."""
-    if connection.vendor != "postgresql":
-        AcceptedRequest.objects.filter(id__in=[r.id for r in batch.requests]).delete()
-        return
+    ingestion_backend().claimed_delete(batch)
+
+
+def claimed_delete_loaded(batch: ClaimedBatch) -> None:
+    AcceptedRequest.objects.filter(id__in=[r.id for r in batch.requests]).delete()
+
+
+def claimed_delete_in_session_table(batch: ClaimedBatch) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "DELETE FROM ingestion_acceptedrequest WHERE id BETWEEN %s AND %s "

@@ -1,0 +1,78 @@
+"""One backend for ingestion's tables, chosen once: the acceptance store's write, the drain's
+claim, apply route, tally, commit and delete, the drops' write and erasure's lookup of waiting
+messages, each with a PostgreSQL implementation (postgresql.py: COPY, a session table of claimed
+rows, SQL staging) and a portable one (portable.py: what SQLite, the embedded mode, runs). No
+other module of ingestion reads the database vendor (tests/engagement/test_backends.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from django.db import connection
+
+if TYPE_CHECKING:
+    from engagement.erasure_hooks import ErasureTarget
+    from ingestion.models import DroppedRequest
+    from ingestion.services.queue import ClaimedBatch, ClaimedRequest, ClaimedUnderKeys
+    from ingestion.store import StoredRow
+
+
+class IngestionBackend:
+    """The vendor-specific steps of ingestion; the implementations store and apply alike."""
+
+    vendor = ""
+    # The store: outside a transaction one write commits on its own (PostgreSQL's COPY), with
+    # the same durability and without the round trips of BEGIN and COMMIT.
+    copy_commits_alone = False
+    # The apply: a batch applied together goes through SQL staging, so a request that fails
+    # whole is tried once more the generic way before it is split.
+    applies_through_staging = False
+
+    def accepted_rows_write(self, rows: list[StoredRow]) -> None:
+        raise NotImplementedError
+
+    def requests_claim(self, limit: int) -> ClaimedBatch:
+        raise NotImplementedError
+
+    def claimed_delete(self, batch: ClaimedBatch) -> None:
+        raise NotImplementedError
+
+    def requests_apply_together(
+        self,
+        product_id: int,
+        requests: Sequence[ClaimedRequest],
+        under_keys: ClaimedUnderKeys | None,
+    ) -> None:
+        raise NotImplementedError
+
+    def accepted_tally(self, batch: ClaimedBatch) -> None:
+        raise NotImplementedError
+
+    def drain_commit_relaxed(self) -> None:
+        """Let the drain's commit return before its WAL reaches disk, where that exists."""
+
+    def drops_record(self, drops: list[DroppedRequest]) -> None:
+        raise NotImplementedError
+
+    def waiting_rows(self, target: ErasureTarget, digests: list[str]) -> list[tuple[int, list]]:
+        raise NotImplementedError
+
+
+_chosen: dict[str, IngestionBackend] = {}
+
+
+def ingestion_backend() -> IngestionBackend:
+    """The backend of the default connection's database: PostgreSQL, or portable (SQLite)."""
+    vendor = connection.vendor
+    if vendor not in _chosen:
+        if vendor == "postgresql":
+            from ingestion.backends.postgresql import PostgresIngestion
+
+            _chosen[vendor] = PostgresIngestion()
+        else:
+            from ingestion.backends.portable import PortableIngestion
+
+            _chosen[vendor] = PortableIngestion()
+    return _chosen[vendor]
