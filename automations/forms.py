@@ -36,9 +36,28 @@ class AutomationForm(forms.Form):
     )
     cooldown_hours = forms.FloatField(initial=24, min_value=0, max_value=24 * 365)
 
-    def __init__(self, *args, workspace_id: int, **kwargs) -> None:
+    def __init__(self, *args, workspace_id: int, editing: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["segment"].queryset = Segment.objects.filter(workspace_id=workspace_id)
+        if editing:  # the stored URL is never shown back: empty keeps it
+            self.fields["url"].required = False
+            self.fields["url"].help_text = "Stored encrypted; leave empty to keep the current one."
+
+    @classmethod
+    def editing(cls, automation: Automation, data=None) -> "AutomationForm":
+        initial = {
+            "name": automation.name,
+            "trigger": automation.trigger,
+            "target": automation.target,
+            "threshold": automation.threshold,
+            "segment": automation.segment_id,
+            "days": automation.days,
+            "conditions": json.dumps(automation.conditions) if automation.conditions else "",
+            "match": automation.match,
+            "destination": automation.destination,
+            "cooldown_hours": automation.cooldown_seconds / 3600,
+        }
+        return cls(data, workspace_id=automation.workspace_id, editing=True, initial=initial)
 
     def clean_conditions(self) -> list:
         text = self.cleaned_data.get("conditions") or ""

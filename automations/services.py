@@ -28,17 +28,17 @@ def automation_validate(automation: Automation) -> None:
     if trigger not in Automation.Trigger.values:
         errors["trigger"] = f"one of {', '.join(Automation.Trigger.values)}"
     if trigger == Automation.Trigger.SCORE_CHANGED and not automation.threshold:
-        errors["threshold"] = "score_changed needs --threshold, the points of change (e.g. 10)"
+        errors["threshold"] = "score_changed needs a threshold: the points of change, up or down (e.g. 10)"
     if trigger == Automation.Trigger.BAND_ENTERED and automation.threshold not in (
         None,
         *payloads.BANDS,
     ):
         errors["threshold"] = "band_entered takes a band's floor: 75, 50, 25 or 0 (none: any)"
     if trigger == Automation.Trigger.INACTIVE and not automation.days:
-        errors["days"] = "inactive needs --days, the days without an event"
+        errors["days"] = "inactive needs days: how many days without an event"
     if trigger in (Automation.Trigger.SEGMENT_ENTERED, Automation.Trigger.SEGMENT_LEFT):
         if automation.segment_id is None:
-            errors["segment"] = f"{trigger} needs --segment, a segment of the workspace"
+            errors["segment"] = f"{trigger} needs a segment of the workspace"
         elif automation.segment.workspace_id != automation.workspace_id:
             errors["segment"] = "the segment belongs to another workspace"
         elif automation.segment.target != automation.target:

@@ -120,7 +120,9 @@ class AutomationListView(_AutomationPage):
 
 
 class AutomationDetailView(_AutomationPage):
-    def get(self, request: HttpRequest, automation_id: int) -> HttpResponse:
+    def get(
+        self, request: HttpRequest, automation_id: int, edit_form: AutomationForm | None = None
+    ) -> HttpResponse:
         automation = self.automation(automation_id)
         secret = request.session.pop(_SHOWN_ONCE.format(automation.id), None)
         return self.render(
@@ -130,13 +132,32 @@ class AutomationDetailView(_AutomationPage):
                 "new_secret": secret,
                 "deliveries": selectors.delivery_list(automation=automation, limit=100),
                 "replay_form": ReplaySinceForm(),
+                "edit_form": edit_form or AutomationForm.editing(automation),
             },
         )
+
+    def _edit(self, request: HttpRequest, automation: Automation) -> HttpResponse:
+        form = AutomationForm.editing(automation, request.POST)
+        if form.is_valid():
+            values = dict(form.cleaned_data)
+            values["cooldown_seconds"] = int(values.pop("cooldown_hours") * 3600)
+            if not values["url"]:
+                values.pop("url")
+            try:
+                services.automation_update(automation=automation, **values)
+                return redirect("automations:detail", self.workspace.id, automation.id)
+            except ValidationError as exc:
+                automation.refresh_from_db()
+                for field, errors in exc.message_dict.items():
+                    form.add_error(field if field in form.fields else None, errors)
+        return self.get(request, automation.id, edit_form=form)
 
     def post(self, request: HttpRequest, automation_id: int) -> HttpResponse:
         self.require_manager()
         automation = self.automation(automation_id)
         action = request.POST.get("action", "")
+        if action == "edit":
+            return self._edit(request, automation)
         if action == "test":
             services.automation_test_send(automation=automation)
         elif action == "rotate" and automation.destination == Automation.Destination.WEBHOOK:

@@ -75,7 +75,7 @@ def test_a_bad_automation_shows_why_and_stores_nothing(acme, manager, receiver):
     )
     assert response.status_code == 200
     text = response.content.decode()
-    assert "needs --threshold" in text and "http://" in text
+    assert "needs a threshold" in text and "http://" in text
     assert Automation.objects.count() == 0
 
 
@@ -138,3 +138,33 @@ def test_a_manager_adds_a_score_sync_and_a_private_host_is_refused(acme, manager
     assert added.status_code == 302
     page = manager.get(_list_url(acme)).content.decode()
     assert "http://127.0.0.1:9" in page and "15 min" in page and "wk-secret-123" not in page
+
+
+def test_a_manager_edits_an_automation_and_the_url_is_kept_when_left_empty(acme, manager, receiver):
+    automation = automation_create(
+        workspace=acme.workspace, trigger="score_changed", threshold=10, url=receiver.url
+    )
+    detail = f"/w/{acme.workspace.id}/automations/{automation.id}/"
+    form = {
+        "action": "edit",
+        "name": "Ice cold",
+        "trigger": "score_changed",
+        "target": "accounts",
+        "threshold": "15",
+        "match": "all",
+        "destination": "webhook",
+        "url": "",
+        "cooldown_hours": "12",
+    }
+    assert manager.post(detail, form).status_code == 302
+    automation.refresh_from_db()
+    assert (automation.name, automation.threshold, automation.cooldown_seconds) == (
+        "Ice cold",
+        15,
+        12 * 3600,
+    )
+    assert automation.url == receiver.url
+    refused = manager.post(detail, {**form, "threshold": ""})
+    assert refused.status_code == 200 and "needs a threshold" in refused.content.decode()
+    automation.refresh_from_db()
+    assert automation.threshold == 15
