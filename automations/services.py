@@ -28,7 +28,7 @@ def automation_validate(automation: Automation) -> None:
     if trigger not in Automation.Trigger.values:
         errors["trigger"] = f"one of {', '.join(Automation.Trigger.values)}"
     if trigger == Automation.Trigger.SCORE_CHANGED and not automation.threshold:
-        errors["threshold"] = "score_changed needs a threshold: the points of change, up or down (e.g. 10)"
+        errors["threshold"] = "score_changed needs a threshold: points of change, up or down"
     if trigger == Automation.Trigger.BAND_ENTERED and automation.threshold not in (
         None,
         *payloads.BANDS,
