@@ -78,7 +78,9 @@ class ReplaySinceForm(forms.Form):
 
 class TraitSyncForm(forms.Form):
     host = forms.URLField(
-        max_length=500, help_text="e.g. https://api.segment.io, or a RudderStack data plane."
+        max_length=500,
+        assume_scheme="https",
+        help_text="e.g. https://api.segment.io, or a RudderStack data plane."
     )
     write_key = forms.CharField(
         max_length=500, widget=forms.PasswordInput(render_value=False), label="Write key"

@@ -146,3 +146,20 @@ def proxy_ssl_header(name: str) -> tuple[str, str] | None:
             f"{name} must be a header name such as X-Forwarded-Proto, got {raw!r}"
         )
     return "HTTP_" + header.upper().replace("-", "_"), "https"
+
+
+_RATE_PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60}
+_RATE_PERIODS |= {"h": 3600, "hour": 3600, "d": 86400, "day": 86400}
+
+
+def env_rate(name: str) -> tuple[int, int] | None:
+    """A rate such as `100/second` as (requests, window seconds); empty or `off`: None."""
+    raw = (_raw(name) or "").strip().lower()
+    if raw in ("", "off"):
+        return None
+    count, _, period = raw.partition("/")
+    if not count.isdigit() or int(count) < 1 or period not in _RATE_PERIODS:
+        raise ImproperlyConfigured(
+            f"{name} must look like 100/second (or /minute, /hour, /day), or off; got {raw!r}"
+        )
+    return int(count), _RATE_PERIODS[period]

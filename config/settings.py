@@ -19,6 +19,7 @@ from config.env import (
     env_int_list,
     env_list,
     env_path,
+    env_rate,
     env_secret,
     env_str,
     load_env_file,
@@ -270,6 +271,9 @@ INGESTION_DEDUP_DAYS = env_int("INGESTION_DEDUP_DAYS", 1, minimum=1)
 # A client `sentAt` further than this from our clock is clock skew and corrected; nearer is
 # network delay and left alone.
 INGESTION_CLOCK_SKEW_SECONDS = env_int("INGESTION_CLOCK_SKEW_SECONDS", 5, minimum=0)
+# Requests per ingestion key, e.g. 100/second, counted in the shared cache (CACHE_URL); off by
+# default. Over it: 429 with Retry-After.
+INGESTION_KEY_RATE_LIMIT = env_rate("INGESTION_KEY_RATE_LIMIT")
 
 # --- Scoring --------------------------------------------------------------------------------
 SCORING_REFRESH_SECONDS = env_int("SCORING_REFRESH_SECONDS", 10, minimum=1)

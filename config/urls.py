@@ -20,6 +20,8 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    # The browser tracker (/tracker.js); ingestion's POST paths are the door's (ingestion/asgi.py).
+    path("", include("ingestion.urls")),
     path("", include("readapi.urls")),
     # The site's root is the dashboard (the admin's "View site" leads here).
     path("", include("dashboard.urls")),

@@ -9,8 +9,8 @@ nothing, not as an error.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import date, datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +51,22 @@ class KeyActivity:
 
 
 @dataclass(frozen=True, slots=True)
+class AnonymousCount:
+    """Messages only an anonymousId named, under one key on one day: counted, not applied."""
+
+    key_fingerprint: str
+    day: date
+    messages: int
+
+
+@dataclass(frozen=True, slots=True)
 class IngestionHealth:
     since: datetime
     accepted_per_minute: list[MinuteCount]  # oldest first, minutes without requests left out
     backlog: Backlog
     drops: list[DropSummary]  # most drops first
     keys: list[KeyActivity]
+    anonymous: list[AnonymousCount] = field(default_factory=list)  # newest day first
 
 
 @dataclass(frozen=True, slots=True)

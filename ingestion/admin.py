@@ -10,7 +10,7 @@ class IngestionKeyAdmin(admin.ModelAdmin):
     list_filter = ["product", ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["label", "product__name"]
     readonly_fields = ["key", "created_at", "revoked_at"]
-    fields = ["product", "label", "key", "created_at", "revoked_at"]
+    fields = ["product", "label", "key", "allowed_origins", "created_at", "revoked_at"]
     actions = ["revoke"]
 
     list_select_related = ["product"]
@@ -23,7 +23,9 @@ class IngestionKeyAdmin(admin.ModelAdmin):
             super().save_model(request, obj, form, change)
             return
         key = ingestion_key_create(
-            product_id=form.cleaned_data["product"].id, label=form.cleaned_data["label"]
+            product_id=form.cleaned_data["product"].id,
+            label=form.cleaned_data["label"],
+            allowed_origins=form.cleaned_data["allowed_origins"],
         )
         obj.pk = key.pk
         obj.refresh_from_db()

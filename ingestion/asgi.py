@@ -28,6 +28,7 @@ from config.metrics import http_request_count
 from config.metrics_files import web_worker_started, web_worker_stopped
 from ingestion import acceptance
 from ingestion.acceptance import http
+from ingestion.key_checks import KeyChecks
 from ingestion.limits import ingestion_limits
 from ingestion.store import Entry, store_accepted_batch
 from ingestion.writer import GroupCommitWriter
@@ -156,6 +157,39 @@ def _security_headers_from_settings(scheme: str) -> list[tuple[bytes, bytes]]:
 _URL_NAMES = {name: f"ingest-{name.replace('/', '-')}" for name in acceptance.ENDPOINTS}
 
 
+# CORS: ingestion keys are write keys that live in web pages, so any page may send (a key's
+# allowlist narrows that, ingestion.key_checks). No cookie is ever read, so no credentials.
+_CORS_METHODS = b"POST, OPTIONS"
+_CORS_HEADERS = "authorization, content-type, content-encoding"
+_CORS_MAX_AGE = b"7200"  # what Chromium caps a preflight's cache at
+
+
+def _cors_headers(origin: str | None) -> list[tuple[bytes, bytes]]:
+    if origin is None:
+        return []
+    return [
+        (b"access-control-allow-origin", origin.encode("latin-1")),
+        (b"access-control-expose-headers", b"retry-after"),
+        (b"vary", b"origin"),
+    ]
+
+
+async def _preflight(send: Send, scope: Scope, endpoint_name: str, headers: dict) -> None:
+    """OPTIONS: 204 naming the request's origin (any), POST and the headers it asked for."""
+    http_request_count("asgi", _URL_NAMES[endpoint_name], 204)
+    asked = headers.get("access-control-request-headers", "")
+    allowed = _CORS_HEADERS + (f", {asked}" if asked else "")
+    answer = [
+        *_cors_headers(headers.get("origin", "*")),
+        (b"access-control-allow-methods", _CORS_METHODS),
+        (b"access-control-allow-headers", allowed.encode("latin-1")),
+        (b"access-control-max-age", _CORS_MAX_AGE),
+        *security_headers(scope.get("scheme", "http")),
+    ]
+    await send({"type": "http.response.start", "status": 204, "headers": answer})
+    await send({"type": "http.response.body", "body": b""})
+
+
 async def _respond(
     send: Send,
     scope: Scope,
@@ -164,6 +198,7 @@ async def _respond(
     body: dict | None,
     retry_after: int | None = None,
     allow: bytes | None = None,
+    origin: str | None = None,
 ) -> None:
     http_request_count("asgi", _URL_NAMES[endpoint_name], status)
     headers = [(b"content-length", b"0")]
@@ -179,27 +214,36 @@ async def _respond(
         headers.append((b"retry-after", str(retry_after).encode("ascii")))
     if allow is not None:
         headers.append((b"allow", allow))
+    headers.extend(_cors_headers(origin))
     headers.extend(security_headers(scope.get("scheme", "http")))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 
 
-async def _not_allowed(send: Send, scope: Scope, endpoint_name: str) -> None:
+async def _not_allowed(send: Send, scope: Scope, endpoint_name: str, origin: str | None) -> None:
     method = scope["method"]
     body = error_body("method_not_allowed", f'Method "{method}" not allowed.')
     if method == "HEAD":
         body = None
-    await _respond(send, scope, endpoint_name, 405, body, allow=b"POST")
+    await _respond(send, scope, endpoint_name, 405, body, allow=b"POST, OPTIONS", origin=origin)
 
 
 class IngestionFrontDoor:
     """An ASGI app: requests to the ingestion paths here, everything else to `fallback` (Django).
 
-    `writer` stores what the door accepted: the group-commit writer unless told otherwise."""
+    `writer` stores what the door accepted: the group-commit writer unless told otherwise;
+    `key_checks` checks keys' origins and rates (on a thread unless told otherwise)."""
 
-    def __init__(self, fallback: ASGIApp, *, writer: Store | None = None) -> None:
+    def __init__(
+        self,
+        fallback: ASGIApp,
+        *,
+        writer: Store | None = None,
+        key_checks: KeyChecks | None = None,
+    ) -> None:
         self.fallback = fallback
         self.writer = writer if writer is not None else GroupCommitWriter()
+        self.key_checks = key_checks if key_checks is not None else KeyChecks()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -218,8 +262,10 @@ class IngestionFrontDoor:
                 if _host_allowed(headers):
                     if scope["method"] == "POST":
                         await self.ingest(endpoint_name, scope, headers, receive, send)
+                    elif scope["method"] == "OPTIONS":
+                        await _preflight(send, scope, endpoint_name, headers)
                     else:
-                        await _not_allowed(send, scope, endpoint_name)
+                        await _not_allowed(send, scope, endpoint_name, headers.get("origin"))
                     return
         if scope["type"] == "lifespan":
             await self.lifespan(receive, send)
@@ -230,6 +276,7 @@ class IngestionFrontDoor:
         self, endpoint_name: str, scope: Scope, headers: dict[str, str], receive: Receive, send
     ) -> None:
         received_at = datetime.now(UTC)
+        origin = headers.get("origin")
         limits = ingestion_limits()
         limit = acceptance.body_limit(endpoint_name, limits)
         target = len(scope.get("raw_path") or scope["path"].encode()) + len(scope["query_string"])
@@ -245,15 +292,24 @@ class IngestionFrontDoor:
                 limits=limits,
             )
             if outcome.accepted:
+                await self.key_checks.check(
+                    [accepted.key_digest for accepted in outcome.accepted], origin
+                )
                 await self.writer.store([(received_at, accepted) for accepted in outcome.accepted])
         except _Disconnected:
             return  # nothing stored, and nobody to answer
         except acceptance.RequestError as error:
             await _respond(
-                send, scope, endpoint_name, error.status, error.body(), error.retry_after
+                send,
+                scope,
+                endpoint_name,
+                error.status,
+                error.body(),
+                error.retry_after,
+                origin=origin,
             )
             return
-        await _respond(send, scope, endpoint_name, outcome.status, outcome.body)
+        await _respond(send, scope, endpoint_name, outcome.status, outcome.body, origin=origin)
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
         """Django has no lifespan support; this tidies the metrics directory when the server

@@ -8,13 +8,20 @@ from django.db.models import Count, Max, Min, Q, Sum
 from django.db.models.functions import Coalesce
 
 from engagement.health import (
+    AnonymousCount,
     Backlog,
     DropSummary,
     IngestionHealth,
     KeyActivity,
     MinuteCount,
 )
-from ingestion.models import AcceptedMinute, AcceptedRequest, DroppedRequest, IngestionKey
+from ingestion.models import (
+    AcceptedMinute,
+    AcceptedRequest,
+    AnonymousDay,
+    DroppedRequest,
+    IngestionKey,
+)
 
 # A product's drop log can be long (a revoked key still sending): the page lists the groups
 # with the most drops.
@@ -67,7 +74,19 @@ def ingestion_health_for(
             )
             for key in keys
         ],
+        anonymous=_anonymous_counts(product_id, since),
     )
+
+
+def _anonymous_counts(product_id: int, since: datetime) -> list[AnonymousCount]:
+    """Anonymous messages per key and day, from the day `since` falls in."""
+    rows = (
+        AnonymousDay.objects.filter(product_id=product_id, day__gte=since.date())
+        .values("key_fingerprint", "day")
+        .annotate(messages=Sum("messages"))
+        .order_by("-day", "key_fingerprint")
+    )
+    return [AnonymousCount(row["key_fingerprint"], row["day"], row["messages"]) for row in rows]
 
 
 def _drop_summaries(

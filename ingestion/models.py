@@ -1,13 +1,29 @@
 """Ingestion keys, the durable acceptance store, and the record of every dropped request."""
 
 import hashlib
+import re
 import secrets
 import uuid
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from engagement.models import Product
 from ingestion.acceptance import digest_key
+
+_ORIGIN = re.compile(r"https?://[a-z0-9.-]+(:[0-9]{1,5})?|null")
+
+
+def validate_origins(text: str) -> None:
+    """Each line an origin: scheme and host, with a port if not the usual one, nothing more."""
+    for line in text.splitlines():
+        origin = line.strip().rstrip("/").lower()
+        if origin and not _ORIGIN.fullmatch(origin):
+            raise ValidationError(
+                f"{line.strip()[:100]!r} is not an origin: write scheme://host[:port], "
+                "e.g. https://app.example.com, one per line.",
+                code="invalid_origin",
+            )
 
 
 def generate_ingestion_key() -> str:
@@ -24,9 +40,23 @@ class IngestionKey(models.Model):
     digest = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Browser origins this key's requests may come from, one per line (https://app.example.com);
+    # empty: any. A key lives in web pages, so this is what keeps other sites from sending with it.
+    allowed_origins = models.TextField(
+        blank=True,
+        default="",
+        validators=[validate_origins],
+        help_text="One origin per line, e.g. https://app.example.com. Empty: any origin. "
+        "Browsers' requests from other origins are refused (403) before anything is stored.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
+
+    @staticmethod
+    def origins_from_text(text: str) -> list[str]:
+        """The origins of an allowlist's text, as browsers send them (lower case, no slash)."""
+        return [line.strip().rstrip("/").lower() for line in text.splitlines() if line.strip()]
 
     def save(self, *args, **kwargs) -> None:
         self.digest = digest_key(self.key)
@@ -126,6 +156,21 @@ class AcceptedMinute(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["key_digest", "minute"], name="accepted_minute_key_idx")]
+
+
+class AnonymousDay(models.Model):
+    """How many messages named only by an anonymousId (no userId) came under one key in one day:
+    accepted, not applied, and counted rather than logged a row each (a site's every page view
+    before identify() would flood the drop log). A drain appends its own rows; reads sum them.
+    Kept INGESTION_DROP_RETENTION_DAYS, like the drop log."""
+
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="+")
+    key_fingerprint = models.CharField(max_length=8)
+    day = models.DateField()
+    messages = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["product", "day"], name="anonymous_day_product_idx")]
 
 
 def seen_message_key(product_id: int, message_id: str) -> uuid.UUID:

@@ -8,7 +8,7 @@ them to the schema, one per endpoint of `acceptance.ENDPOINTS`."""
 from __future__ import annotations
 
 from config.openapi import NON_BLANK, SPACE, ErrorSerializer
-from ingestion.acceptance import ENDPOINTS
+from ingestion.acceptance import ENDPOINTS, Endpoint
 from ingestion.acceptance.fields import MAX_ID_LENGTH, SECONDS_LIKE_BELOW_MS
 
 # --- Security ----------------------------------------------------------------------------------
@@ -143,7 +143,13 @@ SEGMENT_MESSAGE = {
             "description": "identify, group, track, page or screen (any case); a message of "
             "another type is accepted and dropped.",
         },
-        "userId": identifier("The user (required for every type but group)."),
+        "userId": identifier(
+            "The user (required for every type but group, unless `anonymousId` is given)."
+        ),
+        "anonymousId": {
+            "type": "string",
+            "description": "Without a userId: accepted, not applied, counted per key and day.",
+        },
         "groupId": identifier("The account (required for group)."),
         "event": identifier("The event's name (track)."),
         "name": {"type": "string", "description": "page/screen: the event 'Viewed <name> Page'."},
@@ -158,6 +164,11 @@ SEGMENT_MESSAGE = {
     "additionalProperties": True,
     "description": "One Segment-spec message. Other fields are ignored.",
 }
+
+# Segment's HTTP tracking API (/v1/track, /v1/t, ...): the path names the type.
+SEGMENT_PATH_MESSAGE = {
+    key: value for key, value in SEGMENT_MESSAGE.items() if key != "required"
+} | {"description": "One Segment-spec message of the type the path names."}
 
 TEST_CONNECTION = {
     "type": "object",
@@ -221,6 +232,8 @@ def request_body(endpoint_name: str) -> dict:
     required (an empty one is a 400)."""
     if endpoint_name in ("v1/batch", "v1/import"):
         schema = SEGMENT_BATCH
+    elif ENDPOINTS[endpoint_name].message_type is not None:
+        schema = SEGMENT_PATH_MESSAGE
     elif endpoint_name == "segment":
         schema = {"oneOf": [SEGMENT_MESSAGE, TEST_CONNECTION]}
     else:
@@ -228,13 +241,24 @@ def request_body(endpoint_name: str) -> dict:
         version, path = endpoint_name.split("/")
         v1_message_types = {"users": "identify", "groups": "group", "events": "track"}
         schema = V1_BODIES[v1_message_types[path]] if version == "v1" else V2_BODIES[path]
-    return {"content": {"application/json": {"schema": schema}}, "required": True}
+    content = {"application/json": {"schema": schema}}
+    if ENDPOINTS[endpoint_name].message_type is not None:  # what sendBeacon sends
+        content["text/plain"] = {"schema": schema}
+    return {"content": content, "required": True}
 
 
 def responses(endpoint_name: str) -> dict:
     """Every status an ingestion endpoint answers."""
     takes = ENDPOINTS[endpoint_name].takes
-    if takes == "batch":
+    if ENDPOINTS[endpoint_name].message_type is not None:
+        success = {
+            "200": {
+                "content": {"application/json": {"schema": BATCH_ANSWER}},
+                "description": 'Stored durably: {"success": true}.',
+            }
+        }
+        large = "Body larger than 32 KiB (after gunzip)."
+    elif takes == "batch":
         success = {
             "200": {
                 "content": {"application/json": {"schema": BATCH_ANSWER}},
@@ -284,11 +308,20 @@ _DESCRIPTIONS = {
 }
 
 
+def _description(endpoint: Endpoint) -> str:
+    if endpoint.message_type is not None:
+        return (
+            f"Segment's HTTP tracking API: POST one {endpoint.message_type} message (JSON, as "
+            'application/json or text/plain): 200 `{"success": true}` once it is stored durably.'
+        )
+    return _DESCRIPTIONS[endpoint.takes]
+
+
 def operation(endpoint_name: str) -> dict:
     """The POST operation of one ingestion endpoint."""
     answer = {
         "operationId": f"{endpoint_name.replace('/', '_')}_create",
-        "description": _DESCRIPTIONS[ENDPOINTS[endpoint_name].takes],
+        "description": _description(ENDPOINTS[endpoint_name]),
         "tags": [endpoint_name.split("/")[0]],
         "requestBody": request_body(endpoint_name),
         "responses": responses(endpoint_name),

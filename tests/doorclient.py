@@ -21,6 +21,7 @@ from rest_framework.test import APIClient
 
 from ingestion.acceptance import http
 from ingestion.asgi import IngestionFrontDoor, InlineStore
+from ingestion.key_checks import KeyChecks, run_inline
 
 
 class _ForDjango(Exception):
@@ -31,7 +32,9 @@ async def _to_django(scope, receive, send) -> None:
     raise _ForDjango
 
 
-DOOR = IngestionFrontDoor(_to_django, writer=InlineStore())
+DOOR = IngestionFrontDoor(
+    _to_django, writer=InlineStore(), key_checks=KeyChecks(run_sync=run_inline, ttl=0)
+)
 
 
 def asgi_scope(environ: dict[str, Any]) -> dict[str, Any]:

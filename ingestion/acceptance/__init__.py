@@ -25,6 +25,7 @@ from ingestion.acceptance.fields import parse_timestamp_ms
 from ingestion.acceptance.keys import digest_key, key_from_basic_header
 from ingestion.acceptance.messages import (
     DROP,
+    DROP_ANONYMOUS,
     DROP_INVALID_MESSAGE,
     DROP_TIMESTAMP_IN_FUTURE,
     DROP_UNSUPPORTED_TYPE,
@@ -37,6 +38,7 @@ __all__ = [
     "BATCH",
     "CALL",
     "DROP",
+    "DROP_ANONYMOUS",
     "DROP_INVALID_MESSAGE",
     "DROP_TIMESTAMP_IN_FUTURE",
     "DROP_UNSUPPORTED_TYPE",

@@ -31,6 +31,8 @@ class Endpoint:
     names: Mapping[str, str]  # of the id fields
     rule: messages.CallRule | None = None  # for a call
     key_in_body: bool = False
+    # Segment's HTTP tracking API: the path names the message's type (/v1/track, /v1/t).
+    message_type: str | None = None
 
 
 V1, V2 = messages.V1_NAMES, messages.V2_NAMES
@@ -46,6 +48,18 @@ ENDPOINTS: dict[str, Endpoint] = {
     "v1/batch": Endpoint("v1/batch", BATCH, V2),
     "v1/import": Endpoint("v1/import", BATCH, V2),
 }
+# Segment's HTTP tracking API, each path and analytics.js's short form of it (/v1/t, ...).
+SEGMENT_PATH_TYPES = {
+    "identify": "i",
+    "track": "t",
+    "page": "p",
+    "screen": "s",
+    "group": "g",
+    "alias": "a",
+}
+for _type, _short in SEGMENT_PATH_TYPES.items():
+    for _name in (f"v1/{_type}", f"v1/{_short}"):
+        ENDPOINTS[_name] = Endpoint(_name, SEGMENT, V2, message_type=_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +141,11 @@ def _accept(
     reading = parse_json_object(read_body(raw, content_encoding, limit), exact=exact)
     digest = segment_key_digest(reading.data, authorization)
     if endpoint.takes == SEGMENT:
+        if endpoint.message_type is not None:  # Segment's HTTP API answers as Segment does
+            message = messages.segment_message(
+                reading.data, clock, reading, message_type=endpoint.message_type
+            )
+            return Outcome([Accepted(endpoint.name, digest, [message])], 200, {"success": True})
         if not reading.data:  # what Segment's "test connection" posts: a 2xx, nothing to store
             return Outcome([])
         message = messages.segment_message(reading.data, clock, reading)
@@ -175,7 +194,7 @@ def _batch(
                 messages.DROP_INVALID_MESSAGE, error.summary(), index=index
             )
         else:
-            if message["type"] == messages.DROP:
+            if message["type"] == messages.DROP and message["reason"] != messages.DROP_ANONYMOUS:
                 message["index"] = index
                 rejected.append(
                     {"index": index, "code": message["reason"], "message": message["detail"]}

@@ -22,6 +22,9 @@ DROP = "drop"
 DROP_UNSUPPORTED_TYPE = "unsupported_type"
 DROP_TIMESTAMP_IN_FUTURE = "timestamp_in_future"
 DROP_INVALID_MESSAGE = "invalid_message"
+# A message with an anonymousId and no userId (analytics.js sends page() before identify()): not
+# an error, not applied, and not a row in the drop log: the worker counts them per key and day.
+DROP_ANONYMOUS = "anonymous"
 
 # The names of the id fields: v2 and Segment messages in camelCase, v1 in snake_case.
 V2_NAMES = MappingProxyType({"userId": "userId", "groupId": "groupId"})
@@ -154,16 +157,31 @@ def _identify_traits(data: Mapping, errors: FieldErrors, reading: Reading) -> di
     return traits
 
 
+def _anonymous(data: Mapping, message_type: str) -> bool:
+    """A message only an anonymousId names (a group call names its account, so it never is)."""
+    if message_type == "group" or data.get("userId") is not None:
+        return False
+    anonymous_id = data.get("anonymousId")
+    return anonymous_id.__class__ is str and bool(anonymous_id.strip())
+
+
 def segment_message(
-    data: object, clock: Clock, reading: Reading, *, batch_sent_at: int | None = None
+    data: object,
+    clock: Clock,
+    reading: Reading,
+    *,
+    batch_sent_at: int | None = None,
+    message_type: str | None = None,
 ) -> dict:
     """One Segment-spec message as the service keeps it (the shape of a v2 call, plus
     `messageId`), or a drop marker; raise `RequestError` for a message that breaks the field
-    rules. Every other Segment field is left behind."""
+    rules. Every other Segment field is left behind. `message_type`: the type the path names
+    (Segment's /v1/track and the like), whatever the body says."""
     if not isinstance(data, dict):
         raise RequestError(400, "invalid_message", "Each message must be a JSON object.")
     errors = FieldErrors()
-    message_type = data.get("type")
+    if message_type is None:
+        message_type = data.get("type")
     # SDKs send the type exactly as listed; anything else is tidied (case, spaces) or refused.
     if message_type.__class__ is not str or message_type not in SEGMENT_TYPES:
         if message_type.__class__ is not str or not message_type.strip():
@@ -173,6 +191,8 @@ def segment_message(
         if message_type not in SEGMENT_TYPES:
             detail = f"Message type {message_type[:40]!r} is not supported."
             return drop_marker(DROP_UNSUPPORTED_TYPE, detail)
+    if _anonymous(data, message_type):
+        return drop_marker(DROP_ANONYMOUS, f"An anonymous {message_type} call (no userId).")
     message_id = fields.identifier(data, "messageId", errors, reading, False)
     # Both times must be right, whichever one the correction uses.
     timestamp = clock.read(data, "timestamp", errors)

@@ -3,13 +3,14 @@ purged after INGESTION_DROP_RETENTION_DAYS."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections import Counter
+from datetime import UTC, date, timedelta
 
 from django.utils import timezone
 
 from ingestion import acceptance
 from ingestion.backends import ingestion_backend
-from ingestion.models import DroppedRequest, IngestionKey, key_fingerprint
+from ingestion.models import AnonymousDay, DroppedRequest, IngestionKey, key_fingerprint
 from ingestion.pg_copy import copy_rows
 from ingestion.services.queue import ClaimedRequest
 
@@ -118,8 +119,22 @@ _DROP_COLUMNS = (
 
 
 def drops_record(drops: list[DroppedRequest]) -> None:
-    """Store the drops of a drain (the backend's way: one COPY on PostgreSQL)."""
-    ingestion_backend().drops_record(drops)
+    """Store the drops of a drain (the backend's way: one COPY on PostgreSQL); anonymous
+    messages are counted per product, key and day instead (AnonymousDay)."""
+    anonymous: Counter[tuple[int, str, date]] = Counter()
+    logged = []
+    for drop in drops:
+        if drop.reason == acceptance.DROP_ANONYMOUS:
+            day = drop.received_at.astimezone(UTC).date()
+            anonymous[(drop.product_id, drop.key_fingerprint, day)] += drop.message_count
+        else:
+            logged.append(drop)
+    if logged:
+        ingestion_backend().drops_record(logged)
+    AnonymousDay.objects.bulk_create(
+        AnonymousDay(product_id=product_id, key_fingerprint=fingerprint, day=day, messages=count)
+        for (product_id, fingerprint, day), count in anonymous.items()
+    )
 
 
 def drops_copy(drops: list[DroppedRequest]) -> None:
@@ -148,5 +163,6 @@ def drops_copy(drops: list[DroppedRequest]) -> None:
 
 def drops_purge(*, older_than_days: int) -> int:
     cutoff = timezone.now() - timedelta(days=older_than_days)
+    AnonymousDay.objects.filter(day__lt=cutoff.date()).delete()
     deleted, _ = DroppedRequest.objects.filter(dropped_at__lt=cutoff).delete()
     return deleted

@@ -7,8 +7,23 @@ from django.utils import timezone
 from ingestion.models import IngestionKey
 
 
-def ingestion_key_create(*, product_id: int, label: str = "") -> IngestionKey:
-    return IngestionKey.objects.create(product_id=product_id, label=label)
+def ingestion_key_create(
+    *, product_id: int, label: str = "", allowed_origins: str = ""
+) -> IngestionKey:
+    key = IngestionKey(product_id=product_id, label=label, allowed_origins=allowed_origins)
+    key.full_clean(exclude=["key", "digest", "product"])
+    key.save()
+    return key
+
+
+def ingestion_key_origins_set(*, key_id: int, allowed_origins: str) -> IngestionKey:
+    """Set a key's origin allowlist (one origin a line; empty: any); every web process applies
+    it within ingestion.key_checks.ORIGINS_TTL_SECONDS."""
+    key = IngestionKey.objects.get(id=key_id)
+    key.allowed_origins = allowed_origins
+    key.full_clean(exclude=["key", "digest", "product"])
+    key.save(update_fields=["allowed_origins"])
+    return key
 
 
 def ingestion_key_revoke(*, key_id: int) -> IngestionKey:

@@ -5,77 +5,18 @@ process."""
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from engagement.models import Event
 from tests.conftest import make_tenant
+from tests.processes import free_port, http, production_env, spawn, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
 RABBITMQ_URL = os.environ.get("TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def production_env(broker_url: str, tmp_path: Path) -> dict:
-    db = connection.settings_dict
-    env = dict(os.environ)
-    env.update(
-        DJANGO_ENV="production",
-        SECRET_KEY="test-only-" + "x" * 40,
-        FIELD_ENCRYPTION_SALT="test-only-salt",
-        ALLOWED_HOSTS="127.0.0.1",
-        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        CELERY_BROKER_URL=broker_url,
-        STATIC_ROOT=str(tmp_path / "static"),
-    )
-    return env
-
-
-def spawn(args: list[str], env: dict) -> subprocess.Popen:
-    return subprocess.Popen(  # noqa: S603
-        [sys.executable, "-m", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
-def wait_for(predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"not true after {timeout} s")
-
-
-def http(method: str, url: str, body: dict | None = None, headers: dict | None = None):
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (local)
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
 
 
 @pytest.mark.parametrize("broker_url", [RABBITMQ_URL, settings.CELERY_BROKER_URL])

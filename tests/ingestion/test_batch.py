@@ -6,7 +6,7 @@ import pytest
 
 from engagement.models import Account, Event, User
 from ingestion import store
-from ingestion.models import AcceptedRequest, DroppedRequest
+from ingestion.models import AcceptedRequest, AnonymousDay, DroppedRequest
 from ingestion.services.drain import accepted_requests_drain, accepted_requests_drain_for
 from tests.ingestion.segment_support import iso_now, sdk_batch, segment_auth, track
 
@@ -16,14 +16,9 @@ pytestmark = pytest.mark.both_databases
 SEGMENT_SDK = "segment_analytics_python_2_4_0.json"
 RUDDER_SDK = "rudder_sdk_python_2_1_9.json"
 
-# Both captured batches end with an anonymous-only track (no userId) and an alias.
+# Both captured batches end with an anonymous-only track (no userId: counted, not rejected;
+# tests/ingestion/test_segment_http_api.py) and an alias.
 EXPECTED_REJECTED = [
-    {
-        "index": 5,
-        "code": "invalid_fields",
-        "message": "Some fields are missing or not valid.",
-        "fields": {"userId": ["This field is required."]},
-    },
     {"index": 6, "code": "unsupported_type", "message": "Message type 'alias' is not supported."},
 ]
 
@@ -65,11 +60,11 @@ def test_rejected_items_are_recorded_as_drops_without_payload(acme, post_json, d
     drain()
     drops = DroppedRequest.objects.order_by("item_index")
     assert [(d.product, d.endpoint, d.item_index, d.reason) for d in drops] == [
-        (acme.product, "v1/batch", 5, "invalid_message"),
         (acme.product, "v1/batch", 6, "unsupported_type"),
     ]
-    assert drops[0].detail == "userId: This field is required."
-    assert "anon_1" not in drops[0].detail
+    assert drops[0].detail == "Message type 'alias' is not supported."
+    # The anonymous item (index 5) is counted per key and day, not logged.
+    assert AnonymousDay.objects.get(product=acme.product).messages == 1
 
 
 def test_v1_import_is_an_alias_of_v1_batch(acme, post_json, drain):

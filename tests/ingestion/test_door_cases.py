@@ -210,9 +210,9 @@ def test_an_error_is_compact_json_whatever_accept_says(acme, post_json, accept):
     assert response.content == json.dumps(response.json(), separators=(",", ":")).encode()
 
 
-@pytest.mark.parametrize("method", ["get", "put", "patch", "delete", "options"])
+@pytest.mark.parametrize("method", ["get", "put", "patch", "delete"])
 def test_other_methods_are_a_405_naming_post(acme, api_client, method):
     response = getattr(api_client, method)("/v2/track", HTTP_AUTHORIZATION=acme.basic)
 
-    assert (response.status_code, response["Allow"]) == (405, "POST")
+    assert (response.status_code, response["Allow"]) == (405, "POST, OPTIONS")
     assert response.json()["code"] == "method_not_allowed"

@@ -186,7 +186,7 @@ def test_a_malformed_authorization_header_is_401(acme, post_segment):
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"type": "track", "event": "Signed_In", "anonymousId": "anon1"}, "userId"),
+        ({"type": "track", "event": "Signed_In"}, "userId"),
         ({"type": "track", "userId": "user1234"}, "event"),
         ({"type": "track", "userId": "", "event": "Signed_In"}, "userId"),
         ({"type": "group", "userId": "user1234"}, "groupId"),

@@ -1,0 +1,69 @@
+"""Real processes for end-to-end tests: the service started as production starts it (uvicorn,
+celery) or as `make run` does (honcho and the Procfile, on SQLite), and small HTTP helpers."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def production_env(broker_url: str, tmp_path: Path) -> dict:
+    db = connection.settings_dict
+    env = dict(os.environ)
+    env.update(
+        DJANGO_ENV="production",
+        SECRET_KEY="test-only-" + "x" * 40,
+        FIELD_ENCRYPTION_SALT="test-only-salt",
+        ALLOWED_HOSTS="127.0.0.1",
+        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        CELERY_BROKER_URL=broker_url,
+        STATIC_ROOT=str(tmp_path / "static"),
+    )
+    return env
+
+
+def spawn(args: list[str], env: dict) -> subprocess.Popen:
+    return subprocess.Popen(  # noqa: S603
+        [sys.executable, "-m", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def wait_for(predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"not true after {timeout} s")
+
+
+def http(method: str, url: str, body: dict | None = None, headers: dict | None = None):
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (local)
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
