@@ -12,8 +12,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views import View
 
@@ -29,7 +31,12 @@ from dashboard.charts import (
 from dashboard.forms import PER_PAGE, AccountListForm
 from engagement import health, selectors
 from engagement.history import account_score_history, user_score_history
-from engagement.memberships import product_role, workspace_visible_to, workspaces_visible_to
+from engagement.memberships import (
+    can_manage_product,
+    product_role,
+    workspace_visible_to,
+    workspaces_visible_to,
+)
 from engagement.models import Segment, Workspace
 from engagement.presentation import (
     MARKETPLACE_PREFIX,
@@ -314,7 +321,26 @@ class HealthView(WorkspaceView):
 
     template_name = "dashboard/health.html"
 
-    def get(self, request: HttpRequest) -> HttpResponse:
+    def post(self, request: HttpRequest) -> HttpResponse:
+        """A manager sets a key's allowed origins (one a line; empty: any)."""
+        if not can_manage_product(request.user, self.product_id):
+            raise PermissionDenied("Managers of the product change its keys.")
+        key_id = request.POST.get("key_id", "")
+        if not key_id.isdigit():
+            raise Http404("No such key.")
+        try:
+            health.key_allowed_origins_set(
+                product_id=self.product_id,
+                key_id=int(key_id),
+                allowed_origins=request.POST.get("allowed_origins", "")[:10_000],
+            )
+        except LookupError as missing:
+            raise Http404("No such key.") from missing
+        except ValidationError as invalid:
+            return self.get(request, key_error=(int(key_id), " ".join(invalid.messages)))
+        return redirect(f"{reverse('dashboard:health', args=[self.workspace.id])}?saved=1#keys")
+
+    def get(self, request: HttpRequest, key_error: tuple[int, str] | None = None) -> HttpResponse:
         now = timezone.now()
         since = now - timedelta(hours=HEALTH_HOURS)
         # The chart's axis ends with the current minute, whole (its bar is not cut in half).
@@ -348,5 +374,8 @@ class HealthView(WorkspaceView):
                 "oldest_age": oldest_age,
                 "hours": HEALTH_HOURS,
                 "connections": health.connection_health(product_id=self.product_id),
-            }
+                "manages": can_manage_product(request.user, self.product_id),
+                "key_error": key_error,
+                "saved": request.GET.get("saved") == "1",
+            },
         )

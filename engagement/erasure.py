@@ -21,6 +21,7 @@ from django.db.models import Max, Min
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
+from engagement.dependents import dependents_delete
 from engagement.erasure_hooks import ErasureStage, ErasureTarget, erasure_hooks_run
 from engagement.models import (
     Account,
@@ -30,6 +31,7 @@ from engagement.models import (
     ScoringState,
     Suppression,
     User,
+    UserAlias,
     Workspace,
 )
 from engagement.transient import is_transient
@@ -103,14 +105,16 @@ def erasure_request(
         )
         if suppress:
             # From now on, not from the erasure's end: what arrives in between is dropped too.
-            Suppression.objects.get_or_create(
-                product_id=product_id,
-                kind=kind,
-                tracking_hash=tracking_id_hash(
-                    product_id=product_id, kind=kind, tracking_id=target.tracking_id
-                ),
-                defaults={"erasure": erasure},
-            )
+            # A user's ids that aliases merged into it are the same person's.
+            for tracking_id in (target.tracking_id, *_merged_ids(erasure.kind, target)):
+                Suppression.objects.get_or_create(
+                    product_id=product_id,
+                    kind=kind,
+                    tracking_hash=tracking_id_hash(
+                        product_id=product_id, kind=kind, tracking_id=tracking_id
+                    ),
+                    defaults={"erasure": erasure},
+                )
         transaction.on_commit(lambda: erasure_run_task.delay(erasure.id))
     return erasure
 
@@ -245,6 +249,14 @@ def _erase(erasure: Erasure) -> dict[str, int]:
         return {}
     who = _erasure_target(erasure, found)
     counts = erasure_hooks_run(who, ErasureStage.BEFORE_TARGET)
+    # What other apps hold under the ids aliases merged into a user (waiting messages, seen
+    # messageIds): the same person's. Its UserAlias rows go with the user's dependents.
+    merged = [
+        ErasureTarget(product_id=erasure.product_id, kind=erasure.kind, tracking_id=tid, email="")
+        for tid in _merged_ids(erasure.kind, found)
+    ]
+    for alias in merged:
+        _counts_add(counts, erasure_hooks_run(alias, ErasureStage.BEFORE_TARGET))
     target = model.objects.select_for_update().filter(id=found.id).first()
     if target is None:  # erased by another request while this one waited
         return counts
@@ -256,10 +268,21 @@ def _erase(erasure: Erasure) -> dict[str, int]:
     else:
         _counts_add(counts, _account_erase(target))
     _counts_add(counts, erasure_hooks_run(who))
+    for alias in merged:
+        _counts_add(counts, erasure_hooks_run(alias))
     # A changed digest makes the next refresh rescore in full: every score, percentile and
     # account total is then computed without the erased rows.
     workspaces.update(config_digest="")
     return counts
+
+
+def _merged_ids(kind: str, target: User | Account) -> list[str]:
+    """The tracking ids aliases merged into a user (an account has none)."""
+    if kind != Erasure.Kind.USER:
+        return []
+    return sorted(
+        UserAlias.objects.filter(user_id=target.id).values_list("previous_id", flat=True)
+    )
 
 
 def _erasure_target(erasure: Erasure, target: User | Account) -> ErasureTarget:
@@ -293,35 +316,6 @@ def _days_bounds(first: date, last: date) -> tuple[object, object]:
     return _dt(start), _dt(datetime.combine(last, time.min, tzinfo=UTC) + timedelta(1))
 
 
-# What the receipt calls the rows of each model that refers to a user or an account; any other
-# such model (added later) is counted under its own name.
-_COUNT_NAMES = {
-    "membership": "memberships",
-    "userscore": "scores",
-    "accountscore": "scores",
-    "userscoreday": "score_days",
-    "accountscoreday": "score_days",
-    "segmentmember": "segment_memberships",
-    "segmentmembershipchange": "segment_changes",
-}
-
-
-def _dependents_erase(target: User | Account, handled: tuple[type, ...]) -> dict[str, int]:
-    """Delete every row of every other model that refers to the target, model by model."""
-    counts: dict[str, int] = {}
-    # Hidden relations too (related_name="+"): score history and segment changes are such.
-    for relation in type(target)._meta.get_fields(include_hidden=True):
-        if not relation.auto_created or relation.concrete or not relation.is_relation:
-            continue
-        model = relation.related_model
-        if model in handled:
-            continue
-        deleted = model._base_manager.filter(**{relation.field.attname: target.id}).delete()[0]
-        name = _COUNT_NAMES.get(model._meta.model_name, model._meta.model_name)
-        counts[name] = counts.get(name, 0) + deleted
-    return counts
-
-
 # The overview's daily tallies have no user to delete by: each (day, event name) of the user's
 # rollups (which hold every event they were told of, as the tallies do) is appended once more,
 # negated, so the sums drop them; the compaction folds the rows together.
@@ -346,7 +340,7 @@ def _user_erase(user: User) -> dict[str, int]:
         )
     _execute(_TALLIES_SUBTRACT, [user.product_id, user.id])
     counts["rollups"] = rollups.delete()[0]
-    counts.update(_dependents_erase(user, handled=(Event, EventRollup)))
+    counts.update(dependents_delete(user, handled=(Event, EventRollup)))
     # Its dependents are gone: a plain delete, without the ORM looking for raw events again.
     counts["users"] = _execute("DELETE FROM engagement_user WHERE id = %s", [user.id])
     return counts
@@ -379,6 +373,6 @@ def _account_erase(account: Account) -> dict[str, int]:
         )
         _execute(_ROLLUPS_UNLINK, [_dt(timezone.now()), account.product_id, account.id])
     counts["rollups_unlinked"] = rollups.delete()[0]
-    counts.update(_dependents_erase(account, handled=(Event, EventRollup)))
+    counts.update(dependents_delete(account, handled=(Event, EventRollup)))
     counts["accounts"] = _execute("DELETE FROM engagement_account WHERE id = %s", [account.id])
     return counts

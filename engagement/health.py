@@ -48,6 +48,8 @@ class KeyActivity:
     active: bool
     created_at: datetime
     last_request_at: datetime | None
+    key_id: int = 0
+    allowed_origins: str = ""  # one origin a line; empty: any
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +91,26 @@ IngestionProvider = Callable[[int, datetime, bool], IngestionHealth]
 # (product id) -> the product's connections (none configured: an empty list)
 ConnectionProvider = Callable[[int], list[ConnectionHealth]]
 
+# (product id, key id, allowed origins text) -> None; ValidationError for a bad text,
+# LookupError for a key the product does not have
+KeyOriginsSetter = Callable[[int, int, str], None]
+
 _ingestion_providers: list[IngestionProvider] = []
 _connection_providers: list[ConnectionProvider] = []
+_key_origins_setters: list[KeyOriginsSetter] = []
+
+
+def key_origins_setter_register(setter: KeyOriginsSetter) -> None:
+    if setter not in _key_origins_setters:
+        _key_origins_setters.append(setter)
+
+
+def key_allowed_origins_set(*, product_id: int, key_id: int, allowed_origins: str) -> None:
+    """Set the origin allowlist of one of the product's ingestion keys (through the ingestion
+    app, which owns keys); LookupError when no app owns keys or the key is not the product's."""
+    if not _key_origins_setters:
+        raise LookupError("no app manages ingestion keys")
+    _key_origins_setters[0](product_id, key_id, allowed_origins)
 
 
 def ingestion_provider_register(provider: IngestionProvider) -> None:

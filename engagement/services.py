@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from engagement import event_store
+from engagement.aliases import alias_apply, aliases_resolve
 from engagement.models import (
     EventActivity,
     Product,
@@ -32,7 +33,7 @@ from engagement.people_rows import (
 from engagement.presentation import MARKETPLACE_PREFIX
 from engagement.track_staging import StagedTracks
 
-MessageType = Literal["identify", "group", "track"]
+MessageType = Literal["identify", "group", "track", "alias"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,7 @@ class Message:
     group_id: str | None = None
     event: str | None = None
     traits: dict | None = None
+    previous_id: str | None = None  # alias: the id merged into `user_id`
 
 
 @dataclass(slots=True)
@@ -142,8 +144,20 @@ def messages_apply(
     )
     if not messages and not staged_users:
         return result
-    ordered = sorted(messages, key=lambda m: m.timestamp_ms)
-    user_ids = {m.user_id for m in ordered if m.user_id} | staged_users
+    # Ids an alias merged into another user are that user's; aliases themselves go last, so
+    # the outcome is the same whichever way they are ordered with the other calls.
+    merged = aliases_resolve(product_id, {m.user_id for m in messages if m.user_id} | staged_users)
+    ordered = [
+        replace(m, user_id=merged.get(m.user_id, m.user_id)) if merged else m
+        for m in messages
+        if m.message_type != "alias"
+    ]
+    ordered.sort(key=lambda m: m.timestamp_ms)
+    alias_calls = sorted(
+        (m for m in messages if m.message_type == "alias"), key=lambda m: m.timestamp_ms
+    )
+    user_ids = {m.user_id for m in ordered if m.user_id}
+    user_ids |= {merged.get(tid, tid) for tid in staged_users}
     account_ids = {m.group_id for m in ordered if m.group_id} | staged_accounts
     grouped = {m.group_id for m in ordered if m.message_type == "group"}
     with_traits = {m.user_id for m in ordered if m.message_type == "identify" and m.traits}
@@ -159,13 +173,22 @@ def messages_apply(
         events = _track_events(tracks, accounts)
         staged = (
             event_store.StagedTrackIds(
-                users={tid: users[tid].id for tid in staged_users},
+                users={tid: users[merged.get(tid, tid)].id for tid in staged_users},
                 accounts={tid: accounts[tid].id for tid in staged_accounts},
             )
             if staged_tracks is not None
             else None
         )
         stored = event_store.events_store(product_id=product_id, events=events, staged=staged)
+        for call in alias_calls:
+            merge = alias_apply(
+                product_id=product_id,
+                previous_id=call.previous_id,
+                user_id=call.user_id,
+                timestamp_ms=call.timestamp_ms,
+            )
+            result.users_touched |= merge.users_touched
+            result.accounts_touched |= merge.accounts_touched
     result.users_touched.update(u.id for u in users.values())
     result.accounts_touched.update(a.id for a in accounts.values())
     result.accounts_touched.update(stored.account_ids)

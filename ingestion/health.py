@@ -71,6 +71,8 @@ def ingestion_health_for(
                     (t for t in (last_applied.get(key.digest), last_waiting.get(key.digest)) if t),
                     default=None,
                 ),
+                key_id=key.id,
+                allowed_origins=key.allowed_origins,
             )
             for key in keys
         ],

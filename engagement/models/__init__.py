@@ -2,7 +2,7 @@
 
 from engagement.models.erasure import Erasure, Suppression
 from engagement.models.events import Event, EventActivity, EventDayTally, EventName, EventRollup
-from engagement.models.people import Account, Membership, TraitsMixin, User
+from engagement.models.people import Account, Membership, TraitsMixin, User, UserAlias
 from engagement.models.products import EventWeight, Product, ProductMembership, Workspace
 from engagement.models.scores import (
     AccountScore,
@@ -40,6 +40,7 @@ __all__ = [
     "Suppression",
     "TraitsMixin",
     "User",
+    "UserAlias",
     "UserScore",
     "UserScoreDay",
     "Workspace",

@@ -88,3 +88,23 @@ class Membership(models.Model):
             models.Index(fields=["user", "-linked_at"], name="membership_recent_idx"),
             models.Index(fields=["created_at"], name="membership_created_idx"),
         ]
+
+
+class UserAlias(models.Model):
+    """A tracking id that an alias call merged into a user: messages naming it apply to that
+    user. Deleted with the user, so an erasure takes its aliases along."""
+
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="+", db_index=False)
+    previous_id = models.CharField(max_length=255)
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="aliases")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["product", "previous_id"], name="user_alias_unique_previous_id"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.previous_id} → user {self.user_id}"

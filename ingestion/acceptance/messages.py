@@ -17,7 +17,7 @@ from ingestion.acceptance.body import Reading
 from ingestion.acceptance.errors import FieldErrors, RequestError
 from ingestion.acceptance.fields import Clock
 
-SEGMENT_TYPES = frozenset({"identify", "group", "track", "page", "screen"})
+SEGMENT_TYPES = frozenset({"identify", "group", "track", "page", "screen", "alias"})
 DROP = "drop"
 DROP_UNSUPPORTED_TYPE = "unsupported_type"
 DROP_TIMESTAMP_IN_FUTURE = "timestamp_in_future"
@@ -165,6 +165,14 @@ def _anonymous(data: Mapping, message_type: str) -> bool:
     return anonymous_id.__class__ is str and bool(anonymous_id.strip())
 
 
+def _alias(data: Mapping, ts: int, errors: FieldErrors, reading: Reading) -> dict:
+    """alias(previousId → userId): the previous id's user is merged into userId's."""
+    user_id = fields.identifier(data, "userId", errors, reading, True)
+    previous_id = fields.identifier(data, "previousId", errors, reading, True)
+    errors.raise_if_any()
+    return {"type": "alias", "timestamp": ts, "userId": user_id, "previousId": previous_id}
+
+
 def segment_message(
     data: object,
     clock: Clock,
@@ -185,7 +193,9 @@ def segment_message(
     # SDKs send the type exactly as listed; anything else is tidied (case, spaces) or refused.
     if message_type.__class__ is not str or message_type not in SEGMENT_TYPES:
         if message_type.__class__ is not str or not message_type.strip():
-            errors.add("type", "This field is required: identify, group, track, page or screen.")
+            errors.add(
+                "type", "This field is required: identify, group, track, page, screen or alias."
+            )
             errors.raise_if_any()
         message_type = message_type.strip().lower()
         if message_type not in SEGMENT_TYPES:
@@ -201,7 +211,9 @@ def segment_message(
     ts = clock.corrected(timestamp, batch_sent_at if sent_at is None else sent_at, forwarded)
     if ts < fields.EARLIEST_MS:
         errors.add("timestamp", fields.TOO_EARLY)
-    if message_type == "identify" or message_type == "group":
+    if message_type == "alias":
+        message = _alias(data, ts, errors, reading)
+    elif message_type == "identify" or message_type == "group":
         key, other = _NAMED[message_type]
         first = fields.identifier(data, key, errors, reading, True)
         second = fields.identifier(data, other, errors, reading, False)

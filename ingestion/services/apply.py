@@ -84,6 +84,7 @@ def to_domain(message: dict) -> Message:
         group_id=message.get("groupId"),
         event=message.get("event"),
         traits=message.get("traits"),
+        previous_id=message.get("previousId"),
     )
 
 

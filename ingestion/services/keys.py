@@ -32,3 +32,11 @@ def ingestion_key_revoke(*, key_id: int) -> IngestionKey:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
     return key
+
+
+def product_key_origins_set(product_id: int, key_id: int, allowed_origins: str) -> None:
+    """`ingestion_key_origins_set` for a key of this product only (LookupError otherwise): what
+    the dashboard calls through engagement.health."""
+    if not IngestionKey.objects.filter(id=key_id, product_id=product_id).exists():
+        raise LookupError(f"no key {key_id} in product {product_id}")
+    ingestion_key_origins_set(key_id=key_id, allowed_origins=allowed_origins)

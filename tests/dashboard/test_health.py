@@ -114,3 +114,59 @@ def test_the_tally_is_purged_with_the_drop_log(settings):
         )
     purge_old_drops()
     assert AcceptedMinute.objects.count() == 1
+
+
+# --- A key's allowed origins, set by a manager on this page (docs/browser.md) ----------------
+
+
+def make_manager(person, tenant) -> None:
+    from engagement.models import ProductMembership
+
+    ProductMembership.objects.filter(user=person, product=tenant.product).update(
+        role=ProductMembership.Role.MANAGER
+    )
+
+
+def save_origins(person, tenant, key_id, text):
+    return signed_in(person).post(
+        f"/w/{tenant.workspace.id}/health/", {"key_id": key_id, "allowed_origins": text}
+    )
+
+
+def test_a_manager_sets_a_keys_allowed_origins(acme, vera):
+    make_manager(vera, acme)
+
+    response = save_origins(vera, acme, acme.key.id, "https://app.acme.test\nhttps://b.test/")
+
+    assert response.status_code == 302
+    acme.key.refresh_from_db()
+    assert acme.key.allowed_origins == "https://app.acme.test\nhttps://b.test/"
+    page = signed_in(vera).get(response["Location"]).content.decode()
+    assert "Allowed origins saved" in page
+    assert "https://app.acme.test" in page
+
+
+def test_a_line_that_is_no_origin_is_shown_and_nothing_saved(acme, vera):
+    make_manager(vera, acme)
+
+    response = save_origins(vera, acme, acme.key.id, "app.acme.test")
+
+    assert response.status_code == 200
+    assert "is not an origin" in response.content.decode()
+    acme.key.refresh_from_db()
+    assert acme.key.allowed_origins == ""
+
+
+def test_a_viewer_cannot_change_origins_and_sees_no_form(acme, vera):
+    assert save_origins(vera, acme, acme.key.id, "https://x.test").status_code == 403
+    assert 'name="allowed_origins"' not in health_page(vera, acme).content.decode()
+    acme.key.refresh_from_db()
+    assert acme.key.allowed_origins == ""
+
+
+def test_another_products_key_is_a_404(acme, globex, vera):
+    make_manager(vera, acme)
+
+    assert save_origins(vera, acme, globex.key.id, "https://x.test").status_code == 404
+    globex.key.refresh_from_db()
+    assert globex.key.allowed_origins == ""

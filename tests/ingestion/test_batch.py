@@ -17,10 +17,7 @@ SEGMENT_SDK = "segment_analytics_python_2_4_0.json"
 RUDDER_SDK = "rudder_sdk_python_2_1_9.json"
 
 # Both captured batches end with an anonymous-only track (no userId: counted, not rejected;
-# tests/ingestion/test_segment_http_api.py) and an alias.
-EXPECTED_REJECTED = [
-    {"index": 6, "code": "unsupported_type", "message": "Message type 'alias' is not supported."},
-]
+# tests/ingestion/test_segment_http_api.py) and an alias of usr_ann_old to usr_ann.
 
 
 @pytest.mark.parametrize("fixture", [SEGMENT_SDK, RUDDER_SDK])
@@ -30,7 +27,7 @@ def test_an_sdk_batch_is_applied_and_its_bad_items_listed(acme, post_json, drain
     )
 
     assert response.status_code == 200
-    assert response.json() == {"success": True, "rejected": EXPECTED_REJECTED}
+    assert response.json() == {"success": True}
     assert AcceptedRequest.objects.count() == 1  # the whole batch is one write
     drain()
     ann = User.objects.get(product=acme.product, tracking_id="usr_ann")
@@ -52,18 +49,14 @@ def test_an_sdk_batch_is_applied_and_its_bad_items_listed(acme, post_json, drain
     assert not User.objects.filter(tracking_id="anon_1").exists()
 
 
-def test_rejected_items_are_recorded_as_drops_without_payload(acme, post_json, drain):
+def test_an_sdk_session_leaves_nothing_in_the_drop_log(acme, post_json, drain):
     post_json(
         "/v1/batch", sdk_batch(SEGMENT_SDK, key=acme.key.key), auth=segment_auth(acme.key.key)
     )
 
     drain()
-    drops = DroppedRequest.objects.order_by("item_index")
-    assert [(d.product, d.endpoint, d.item_index, d.reason) for d in drops] == [
-        (acme.product, "v1/batch", 6, "unsupported_type"),
-    ]
-    assert drops[0].detail == "Message type 'alias' is not supported."
-    # The anonymous item (index 5) is counted per key and day, not logged.
+    # The anonymous item (index 5) is counted per key and day, not logged; the alias applied.
+    assert not DroppedRequest.objects.exists()
     assert AnonymousDay.objects.get(product=acme.product).messages == 1
 
 
@@ -148,7 +141,7 @@ def test_a_batch_mixing_valid_and_invalid_items(acme, post_json, drain):
 
 
 def test_a_batch_of_only_bad_items_is_200_and_every_item_is_recorded(acme, post_json, drain):
-    body = {"batch": [{"type": "alias", "userId": "a"}, {"type": "track"}]}
+    body = {"batch": [{"type": "log", "userId": "a"}, {"type": "track"}]}
 
     response = post_json("/v1/batch", body, auth=segment_auth(acme.key.key))
 

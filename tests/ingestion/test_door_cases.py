@@ -157,13 +157,15 @@ fields = st.fixed_dictionaries(
         "userId": json_values | st.text(min_size=1, max_size=12),
         "groupId": json_values | st.text(min_size=1, max_size=12),
         "event": json_values | st.text(min_size=1, max_size=12),
+        "previousId": json_values | st.text(min_size=1, max_size=12),
+        "anonymousId": json_values | st.text(min_size=1, max_size=12),
         "type": st.sampled_from(["identify", "group", "track", "page", "alias", 7]),
         "traits": json_values,
         "timestamp": json_values,
         "sentAt": json_values,
     },
 )
-ENDPOINTS = ["v2/identify", "v2/group", "v2/track", "segment", "v1/batch"]
+ENDPOINTS = ["v2/identify", "v2/group", "v2/track", "segment", "v1/batch", "v1/t", "v1/a"]
 
 
 @settings(

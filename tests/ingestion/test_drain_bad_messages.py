@@ -128,7 +128,7 @@ def test_one_bad_message_of_a_batch_is_dropped_alone(acme, drain, bad):
 
 def test_items_left_out_at_the_door_keep_their_places_beside_a_bad_message(acme, drain):
     left_out = acceptance.drop_marker(
-        acceptance.DROP_UNSUPPORTED_TYPE, "alias is not supported", index=1
+        acceptance.DROP_UNSUPPORTED_TYPE, "log is not supported", index=1
     )
     store(acme, ("v1/batch", [track("usr_ann"), left_out, BAD_IDENTIFY, track("usr_cy")]))
 

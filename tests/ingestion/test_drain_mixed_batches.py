@@ -62,8 +62,9 @@ def test_tracks_identifies_and_dropped_items_in_one_drain(acme, post_json, drain
     assert Event.objects.count() == 3  # the repeated m-1 once
     assert sum(EventRollup.objects.values_list("count", flat=True)) == 3
     assert Membership.objects.get().account.tracking_id == "acc_initech"
-    alias = DroppedRequest.objects.get()
-    assert (alias.reason, alias.item_index, alias.message_count) == ("unsupported_type", 1, 1)
+    # The alias of anon-1 (no user of its own) is remembered for usr_ann, not dropped.
+    assert not DroppedRequest.objects.exists()
+    assert list(ann.aliases.values_list("previous_id", flat=True)) == ["anon-1"]
     assert set(SeenMessage.objects.values_list("message_id", flat=True)) == {
         "m-1",
         "m-2",

@@ -152,7 +152,7 @@ def test_a_request_that_cannot_be_applied_is_dropped_alone(acme, drain, monkeypa
 
 def test_items_left_out_of_a_batch_keep_their_place_in_it(acme, drain):
     left_out = acceptance.drop_marker(
-        acceptance.DROP_UNSUPPORTED_TYPE, "alias is not supported", index=1
+        acceptance.DROP_UNSUPPORTED_TYPE, "log is not supported", index=1
     )
     store_accepted_batch(
         [

@@ -127,7 +127,7 @@ def test_segment_fields_the_service_does_not_use_are_never_stored(acme, post_seg
 
 
 def test_an_unknown_type_is_accepted_then_dropped_with_its_reason(acme, post_segment, drain):
-    response = post_segment(load_fixture("segment/alias.json"))
+    response = post_segment({**load_fixture("segment/alias.json"), "type": "log"})
 
     assert response.status_code == 202
     drain()
@@ -137,7 +137,7 @@ def test_an_unknown_type_is_accepted_then_dropped_with_its_reason(acme, post_seg
         "segment",
         "unsupported_type",
     )
-    assert "alias" in drop.detail
+    assert "log" in drop.detail
     assert not User.objects.exists()
 
 

@@ -113,12 +113,35 @@ def test_properties_and_context_are_never_stored(acme, send):
         assert kept_out not in stored
 
 
-def test_an_alias_is_accepted_and_recorded_as_a_drop_of_an_unsupported_type(acme, send, drain):
-    response = send("/v1/a", {"userId": "ann", "previousId": "anon-1"})
-
-    assert response.status_code == 200
+@pytest.mark.parametrize("path", ["/v1/alias", "/v1/a"])
+def test_an_alias_merges_the_previous_user_into_the_new_one(acme, send, drain, path):
+    send("/v1/t", {"userId": "visitor-9", "event": "Signed Up"})
+    send("/v1/i", {"userId": "visitor-9", "traits": {"plan": "trial"}})
     drain()
-    assert DroppedRequest.objects.get().reason == "unsupported_type"
+
+    response = send(path, {"userId": "ann", "previousId": "visitor-9"})
+    send("/v1/t", {"userId": "visitor-9", "event": "Exported"})  # in the same drain
+    drain()
+    send("/v1/t", {"userId": "visitor-9", "event": "Shared"})  # in a later one
+    drain()
+
+    assert (response.status_code, response.json()) == (200, {"success": True})
+    assert list(User.objects.values_list("tracking_id", flat=True)) == ["ann"]
+    ann = User.objects.get()
+    assert ann.traits == {"plan": "trial"}
+    assert sorted(ann.events.values_list("name", flat=True)) == [
+        "Exported",
+        "Shared",
+        "Signed Up",
+    ]
+    assert not DroppedRequest.objects.exists()
+
+
+def test_an_alias_without_previous_id_is_a_400(send):
+    response = send("/v1/a", {"userId": "ann"})
+
+    assert response.status_code == 400
+    assert response.json()["fields"] == {"previousId": ["This field is required."]}
 
 
 @pytest.mark.parametrize("path", ["/v1/p", "/v1/t", "/v1/i"])

@@ -57,7 +57,7 @@ from datetime import datetime, timezone
 import schemathesis
 
 DAY_MS = 24 * 60 * 60 * 1000
-SEGMENT_TYPES = {"identify", "group", "track", "page", "screen"}
+SEGMENT_TYPES = {"identify", "group", "track", "page", "screen", "alias"}
 ID_BY_TYPE = {"group": "groupId"}
 
 
@@ -130,6 +130,8 @@ def _segment_message_ok(message):
     kind = kind.strip().lower()
     required = ID_BY_TYPE.get(kind, "userId")
     if message.get(required) is None or (kind == "track" and message.get("event") is None):
+        return False
+    if kind == "alias" and message.get("previousId") is None:
         return False
     if kind in ("page", "screen") and message.get("name") is not None:
         name = message["name"]

@@ -1,0 +1,36 @@
+"""Every row that refers to a user or an account, deleted model by model: what an erasure and an
+identity merge remove before the row itself (each moves or deletes the raw events itself first,
+by day, so the ORM never scans them)."""
+
+from __future__ import annotations
+
+from engagement.models import Account, User
+
+# What the receipt calls the rows of each model that refers to a user or an account; any other
+# such model (added later) is counted under its own name.
+_COUNT_NAMES = {
+    "membership": "memberships",
+    "userscore": "scores",
+    "accountscore": "scores",
+    "userscoreday": "score_days",
+    "accountscoreday": "score_days",
+    "segmentmember": "segment_memberships",
+    "segmentmembershipchange": "segment_changes",
+    "useralias": "aliases",
+}
+
+
+def dependents_delete(target: User | Account, handled: tuple[type, ...]) -> dict[str, int]:
+    """Delete every row of every other model that refers to the target, model by model."""
+    counts: dict[str, int] = {}
+    # Hidden relations too (related_name="+"): score history and segment changes are such.
+    for relation in type(target)._meta.get_fields(include_hidden=True):
+        if not relation.auto_created or relation.concrete or not relation.is_relation:
+            continue
+        model = relation.related_model
+        if model in handled:
+            continue
+        deleted = model._base_manager.filter(**{relation.field.attname: target.id}).delete()[0]
+        name = _COUNT_NAMES.get(model._meta.model_name, model._meta.model_name)
+        counts[name] = counts.get(name, 0) + deleted
+    return counts
