@@ -165,10 +165,65 @@ SEGMENT_MESSAGE = {
     "description": "One Segment-spec message. Other fields are ignored.",
 }
 
-# Segment's HTTP tracking API (/v1/track, /v1/t, ...): the path names the type.
-SEGMENT_PATH_MESSAGE = {
-    key: value for key, value in SEGMENT_MESSAGE.items() if key != "required"
-} | {"description": "One Segment-spec message of the type the path names."}
+# Segment's HTTP tracking API (/v1/track, /v1/t, ...): the path names the type, and with it
+# what is required; identify, track, page and screen take a userId or (counted, not applied)
+# only an anonymousId.
+_PATH_REQUIRED = {
+    "identify": [],
+    "track": ["event"],
+    "page": [],
+    "screen": [],
+    "group": ["groupId"],
+    "alias": ["userId", "previousId"],
+}
+_NAMED_BY = [{"required": ["userId"]}, {"required": ["anonymousId"]}]
+
+
+# The fields each type reads (others, `type` included, are ignored whatever they hold).
+_PATH_READS = {
+    "identify": ("userId", "groupId", "traits", "anonymousId"),
+    "track": ("userId", "event", "groupId", "context", "anonymousId"),
+    "page": ("userId", "name", "groupId", "context", "anonymousId"),
+    "screen": ("userId", "name", "groupId", "context", "anonymousId"),
+    "group": ("groupId", "userId", "traits"),
+    "alias": ("userId", "previousId"),
+}
+
+
+def segment_path_message(message_type: str) -> dict:
+    """The body of Segment's /v1/<type>: a message of that type."""
+    known = dict(SEGMENT_MESSAGE["properties"])
+    known["userId"] = identifier(
+        "The user (or only an anonymousId: counted, not applied).", nullable=False
+    )
+    # Read only when there is no userId: a non-blank string is then an anonymous call.
+    known["anonymousId"] = {
+        "description": "Without a userId, a non-blank string: accepted, not applied, counted "
+        "per key and day."
+    }
+    known["previousId"] = identifier("The id merged into userId.", nullable=False)
+    known["context"] = {
+        "type": "object",
+        "nullable": True,
+        "description": "context.groupId names the account.",
+    }
+    known["name"] = {**known["name"], "nullable": True}
+    if message_type == "group":
+        known["userId"] = identifier("The user to link to the account.")
+    read = (*_PATH_READS[message_type], "messageId", "timestamp", "sentAt", "writeKey")
+    schema = {
+        "type": "object",
+        "properties": {name: known[name] for name in read},
+        "additionalProperties": True,
+        "description": f"One {message_type} message (the path names the type; other fields "
+        "are ignored).",
+    }
+    if _PATH_REQUIRED[message_type]:
+        schema["required"] = _PATH_REQUIRED[message_type]
+    if message_type in ("identify", "track", "page", "screen"):
+        schema["anyOf"] = _NAMED_BY
+    return schema
+
 
 TEST_CONNECTION = {
     "type": "object",
@@ -233,7 +288,7 @@ def request_body(endpoint_name: str) -> dict:
     if endpoint_name in ("v1/batch", "v1/import"):
         schema = SEGMENT_BATCH
     elif ENDPOINTS[endpoint_name].message_type is not None:
-        schema = SEGMENT_PATH_MESSAGE
+        schema = segment_path_message(ENDPOINTS[endpoint_name].message_type)
     elif endpoint_name == "segment":
         schema = {"oneOf": [SEGMENT_MESSAGE, TEST_CONNECTION]}
     else:

@@ -158,8 +158,9 @@ def _identify_traits(data: Mapping, errors: FieldErrors, reading: Reading) -> di
 
 
 def _anonymous(data: Mapping, message_type: str) -> bool:
-    """A message only an anonymousId names (a group call names its account, so it never is)."""
-    if message_type == "group" or data.get("userId") is not None:
+    """A message only an anonymousId names (identify, track, page, screen: a group names its
+    account, an alias both ids)."""
+    if message_type in ("group", "alias") or data.get("userId") is not None:
         return False
     anonymous_id = data.get("anonymousId")
     return anonymous_id.__class__ is str and bool(anonymous_id.strip())
