@@ -152,14 +152,21 @@ _RATE_PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60
 _RATE_PERIODS |= {"h": 3600, "hour": 3600, "d": 86400, "day": 86400}
 
 
-def env_rate(name: str) -> tuple[int, int] | None:
-    """A rate such as `100/second` as (requests, window seconds); empty or `off`: None."""
-    raw = (_raw(name) or "").strip().lower()
-    if raw in ("", "off"):
-        return None
+def env_rate(name: str, default: str) -> str:
+    """A rate such as `100/second` (or /minute, /hour, /day; DRF's form), checked; `off`: ""."""
+    raw = env_str(name, default).strip()
+    if raw.lower() == "off":
+        return ""
     count, _, period = raw.partition("/")
     if not count.isdigit() or int(count) < 1 or period not in _RATE_PERIODS:
         raise ImproperlyConfigured(
-            f"{name} must look like 100/second (or /minute, /hour, /day), or off; got {raw!r}"
+            f"{name} must look like {default if default != 'off' else '100/second'} "
+            f"(a count per second, minute, hour or day), or off; got {raw!r}"
         )
+    return raw
+
+
+def rate_parts(rate: str) -> tuple[int, int]:
+    """A checked rate as (requests, window in seconds)."""
+    count, _, period = rate.partition("/")
     return int(count), _RATE_PERIODS[period]

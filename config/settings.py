@@ -5,12 +5,12 @@ DJANGO_ENV=production refuses to start without its secrets, a database URL and a
 """
 
 import os
-import re
 from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from config.broker_options import filesystem_broker_options
 from config.database import databases_from_env
 from config.env import (
     check_static_root,
@@ -165,24 +165,11 @@ if _broker_url:
     CELERY_BROKER_URL = _broker_url
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 else:
-    # A serverless broker for the embedded mode: messages are files in DATA_DIR/broker.
-    _broker_dir = DATA_DIR / "broker"
-    for sub in ("queue", "processed"):
-        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
-    # With a host: kombu warns "No hostname was supplied" on every connection to a bare
-    # `filesystem://` (the transport itself ignores the host).
+    # A serverless broker for the embedded mode: messages are files in DATA_DIR/broker. (With a
+    # host: kombu warns "No hostname was supplied" on every connection to a bare filesystem://.)
     CELERY_BROKER_URL = "filesystem://localhost/"
-    # kombu's filesystem transport, writing each message whole before a worker sees it.
     CELERY_BROKER_TRANSPORT = "config.broker:Transport"
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_broker_dir / "queue"),
-        "data_folder_out": str(_broker_dir / "queue"),
-        "processed_folder": str(_broker_dir / "processed"),
-        "control_folder": str(_broker_dir / "control"),
-        "store_processed": False,
-        # The default polls once a second; a tenth keeps "202 to visible" well under a second.
-        "polling_interval": 0.1,
-    }
+    CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker_options(DATA_DIR / "broker")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -273,7 +260,7 @@ INGESTION_DEDUP_DAYS = env_int("INGESTION_DEDUP_DAYS", 1, minimum=1)
 INGESTION_CLOCK_SKEW_SECONDS = env_int("INGESTION_CLOCK_SKEW_SECONDS", 5, minimum=0)
 # Requests per ingestion key, e.g. 100/second, counted in the shared cache (CACHE_URL); off by
 # default. Over it: 429 with Retry-After.
-INGESTION_KEY_RATE_LIMIT = env_rate("INGESTION_KEY_RATE_LIMIT")
+INGESTION_KEY_RATE_LIMIT = env_rate("INGESTION_KEY_RATE_LIMIT", "off")
 
 # --- Scoring --------------------------------------------------------------------------------
 SCORING_REFRESH_SECONDS = env_int("SCORING_REFRESH_SECONDS", 10, minimum=1)
@@ -326,15 +313,7 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # Requests per API token, "<n>/<second|minute|hour|day>"; "off" turns throttling off (empty: the
 # default, as for every setting).
-READ_API_THROTTLE_RATE = env_str("READ_API_THROTTLE_RATE", "1200/minute")
-if READ_API_THROTTLE_RATE.lower() == "off":
-    READ_API_THROTTLE_RATE = ""
-if READ_API_THROTTLE_RATE and not re.fullmatch(
-    r"[0-9]+/(s|sec|second|m|min|minute|h|hour|d|day)", READ_API_THROTTLE_RATE
-):
-    raise ImproperlyConfigured(
-        f"READ_API_THROTTLE_RATE must look like 1200/minute, got {READ_API_THROTTLE_RATE!r}"
-    )
+READ_API_THROTTLE_RATE = env_rate("READ_API_THROTTLE_RATE", "1200/minute")
 # Totals of the ranked account and user lists are cached this long (0: count on every request).
 READ_API_COUNTS_CACHE_SECONDS = env_int("READ_API_COUNTS_CACHE_SECONDS", 10, minimum=0)
 

@@ -18,6 +18,7 @@ from django.db import connection
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from engagement.bulk import execute
 from engagement.dependents import dependents_delete
 from engagement.event_store import backfill_before
 from engagement.models import (
@@ -129,11 +130,6 @@ _ROLLUPS_MERGE = """
         updated_at = excluded.updated_at"""
 
 
-def _execute(sql: str, params: list) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return max(cursor.rowcount, 0)
-
 
 def _events_move(product_id: int, previous_id: int, target_id: int, now: datetime) -> set[int]:
     """Raw events and rollups onto the target; the accounts they count for. Past days the
@@ -147,12 +143,12 @@ def _events_move(product_id: int, previous_id: int, target_id: int, now: datetim
     start = datetime.combine(days["first"], time.min, tzinfo=UTC)
     end = datetime.combine(days["last"], time.min, tzinfo=UTC) + timedelta(days=1)
     # Raw events have no index but their key: the rollups say which days (partitions) hold them.
-    _execute(
+    execute(
         "UPDATE engagement_event SET user_id = %s WHERE product_id = %s AND user_id = %s "
         "AND timestamp >= %s AND timestamp < %s",
         [target_id, product_id, previous_id, adapt(start), adapt(end)],
     )
-    _execute(_ROLLUPS_MERGE, [target_id, adapt(now), product_id, previous_id])
+    execute(_ROLLUPS_MERGE, [target_id, adapt(now), product_id, previous_id])
     rollups.delete()
     if days["first"] < backfill_before(now):
         workspaces = Workspace.objects.filter(product_id=product_id).values_list("id", flat=True)
@@ -205,4 +201,4 @@ def _previous_delete(previous: User) -> None:
     """The previous user and what still refers to it (its live scores, segment memberships,
     links to accounts the target already had), without the ORM scanning raw events."""
     dependents_delete(previous, handled=(Event, EventRollup))
-    _execute("DELETE FROM engagement_user WHERE id = %s", [previous.id])
+    execute("DELETE FROM engagement_user WHERE id = %s", [previous.id])

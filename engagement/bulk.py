@@ -123,3 +123,11 @@ def select_in(
     return database_backend().select_in(
         model, columns, product_id=product_id, tracking_ids=tracking_ids, lock=lock
     )
+
+
+def execute(sql: str, params: Sequence) -> int:
+    """One statement the same on both databases (fixed SQL, values as parameters); the rows it
+    changed."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return max(cursor.rowcount, 0)

@@ -21,6 +21,7 @@ from django.db.models import Max, Min
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
+from engagement.bulk import execute
 from engagement.dependents import dependents_delete
 from engagement.erasure_hooks import ErasureStage, ErasureTarget, erasure_hooks_run
 from engagement.models import (
@@ -299,11 +300,6 @@ def _counts_add(counts: dict[str, int], more: dict[str, int]) -> None:
         counts[name] = counts.get(name, 0) + removed
 
 
-def _execute(sql: str, params: list) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return max(cursor.rowcount, 0)
-
 
 def _dt(value: datetime) -> object:
     return connection.ops.adapt_datetimefield_value(value)
@@ -333,16 +329,16 @@ def _user_erase(user: User) -> dict[str, int]:
     if days["first"] is not None:
         # Raw events have no index but their key: the rollups say which days hold this user's.
         start, end = _days_bounds(days["first"], days["last"])
-        counts["events"] = _execute(
+        counts["events"] = execute(
             "DELETE FROM engagement_event WHERE product_id = %s AND user_id = %s "
             "AND timestamp >= %s AND timestamp < %s",
             [user.product_id, user.id, start, end],
         )
-    _execute(_TALLIES_SUBTRACT, [user.product_id, user.id])
+    execute(_TALLIES_SUBTRACT, [user.product_id, user.id])
     counts["rollups"] = rollups.delete()[0]
     counts.update(dependents_delete(user, handled=(Event, EventRollup)))
     # Its dependents are gone: a plain delete, without the ORM looking for raw events again.
-    counts["users"] = _execute("DELETE FROM engagement_user WHERE id = %s", [user.id])
+    counts["users"] = execute("DELETE FROM engagement_user WHERE id = %s", [user.id])
     return counts
 
 
@@ -366,13 +362,13 @@ def _account_erase(account: Account) -> dict[str, int]:
     counts = {"accounts": 0, "events_unlinked": 0}
     if days["first"] is not None:
         start, end = _days_bounds(days["first"], days["last"])
-        counts["events_unlinked"] = _execute(
+        counts["events_unlinked"] = execute(
             "UPDATE engagement_event SET account_id = NULL WHERE product_id = %s "
             "AND account_id = %s AND timestamp >= %s AND timestamp < %s",
             [account.product_id, account.id, start, end],
         )
-        _execute(_ROLLUPS_UNLINK, [_dt(timezone.now()), account.product_id, account.id])
+        execute(_ROLLUPS_UNLINK, [_dt(timezone.now()), account.product_id, account.id])
     counts["rollups_unlinked"] = rollups.delete()[0]
     counts.update(dependents_delete(account, handled=(Event, EventRollup)))
-    counts["accounts"] = _execute("DELETE FROM engagement_account WHERE id = %s", [account.id])
+    counts["accounts"] = execute("DELETE FROM engagement_account WHERE id = %s", [account.id])
     return counts

@@ -19,6 +19,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
 
+from config.env import rate_parts
 from ingestion.acceptance import RequestError
 from ingestion.models import IngestionKey
 
@@ -79,16 +80,16 @@ class KeyChecks:
         """Raise the RequestError to answer (403, 429) for these keys' request, if any."""
         if origin is not None:
             await self._check_origin(digests, origin)
-        rate = settings.INGESTION_KEY_RATE_LIMIT
-        if rate is not None:
+        if settings.INGESTION_KEY_RATE_LIMIT:
+            limit, window = rate_parts(settings.INGESTION_KEY_RATE_LIMIT)
             for digest in set(digests):
-                retry_after = await self.run_sync(rate_hit, digest, *rate)
+                retry_after = await self.run_sync(rate_hit, digest, limit, window)
                 if retry_after is not None:
                     raise RequestError(
                         429,
                         "rate_limited",
-                        f"This key may send {rate[0]} requests per {rate[1]} s; retry after "
-                        f"{retry_after} s.",
+                        f"This key may send {settings.INGESTION_KEY_RATE_LIMIT} requests; retry "
+                        f"after {retry_after} s.",
                         retry_after=retry_after,
                     )
 

@@ -165,21 +165,9 @@ SEGMENT_MESSAGE = {
     "description": "One Segment-spec message. Other fields are ignored.",
 }
 
-# Segment's HTTP tracking API (/v1/track, /v1/t, ...): the path names the type, and with it
-# what is required; identify, track, page and screen take a userId or (counted, not applied)
-# only an anonymousId.
-_PATH_REQUIRED = {
-    "identify": [],
-    "track": ["event"],
-    "page": [],
-    "screen": [],
-    "group": ["groupId"],
-    "alias": ["userId", "previousId"],
-}
-_NAMED_BY = [{"required": ["userId"]}, {"required": ["anonymousId"]}]
-
-
-# The fields each type reads (others, `type` included, are ignored whatever they hold).
+# Segment's HTTP tracking API (/v1/track, /v1/t, ...): the path names the type, and with it the
+# fields read (others, `type` included, are ignored whatever they hold) and those required;
+# identify, track, page and screen take a userId or (counted, not applied) only an anonymousId.
 _PATH_READS = {
     "identify": ("userId", "groupId", "traits", "anonymousId"),
     "track": ("userId", "event", "groupId", "context", "anonymousId"),
@@ -188,6 +176,8 @@ _PATH_READS = {
     "group": ("groupId", "userId", "traits"),
     "alias": ("userId", "previousId"),
 }
+_PATH_REQUIRED = {"track": ["event"], "group": ["groupId"], "alias": ["userId", "previousId"]}
+_NAMED_BY = [{"required": ["userId"]}, {"required": ["anonymousId"]}]
 
 
 def segment_path_message(message_type: str) -> dict:
@@ -218,9 +208,9 @@ def segment_path_message(message_type: str) -> dict:
         "description": f"One {message_type} message (the path names the type; other fields "
         "are ignored).",
     }
-    if _PATH_REQUIRED[message_type]:
+    if message_type in _PATH_REQUIRED:
         schema["required"] = _PATH_REQUIRED[message_type]
-    if message_type in ("identify", "track", "page", "screen"):
+    if "anonymousId" in read:
         schema["anyOf"] = _NAMED_BY
     return schema
 

@@ -97,7 +97,7 @@ def test_an_allowlist_line_that_is_no_origin_is_refused(acme, text):
 
 
 def test_over_the_key_rate_limit_is_a_429_with_retry_after(acme, api_client, settings):
-    settings.INGESTION_KEY_RATE_LIMIT = (2, 60)
+    settings.INGESTION_KEY_RATE_LIMIT = "2/minute"
     cache.clear()
 
     answers = [track(api_client, acme) for _ in range(3)]
@@ -110,7 +110,7 @@ def test_over_the_key_rate_limit_is_a_429_with_retry_after(acme, api_client, set
 
 
 def test_the_rate_limit_is_per_key(acme, globex, api_client, settings):
-    settings.INGESTION_KEY_RATE_LIMIT = (1, 60)
+    settings.INGESTION_KEY_RATE_LIMIT = "1/minute"
     cache.clear()
 
     assert track(api_client, acme).status_code == 200
