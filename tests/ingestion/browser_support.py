@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from django.db import connection
+
 from tests.processes import ROOT, free_port, http, production_env, spawn, wait_for
 
 ANALYTICS_NEXT = "@segment/analytics-next@1.84.3"
@@ -68,6 +70,20 @@ class RunningService:
     key: str
     token: str
     workspace_id: int
+    data_dir: Path | None = None  # the embedded mode's; None: the test's PostgreSQL
+
+    def stored(self) -> str:
+        """Everything the service's database holds, as text (SQLite's files, or a data dump)."""
+        if self.data_dir is not None:
+            files = sorted(self.data_dir.glob("*.sqlite3*"))
+            return b"".join(path.read_bytes() for path in files).decode("utf-8", "replace")
+        db = connection.settings_dict
+        return subprocess.run(  # noqa: S603
+            [shutil.which("pg_dump") or "pg_dump", "-h", db["HOST"] or "127.0.0.1",
+             "-p", str(db["PORT"] or 5432), "-U", db["USER"] or "postgres", "--data-only",
+             db["NAME"]],
+            check=True, capture_output=True, text=True, timeout=120,
+        ).stdout  # fmt: skip
 
     def read(self, path: str) -> dict:
         auth = {"Authorization": f"Bearer {self.token}"}
@@ -138,6 +154,12 @@ def service(mode: str, tmp_path: Path, broker_url: str) -> Iterator[RunningServi
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: http("GET", f"{url}/healthz")[0] == 200, timeout=90)
-        yield RunningService(url, made["ingestion_key"], made["api_token"], made["workspace_id"])
+        yield RunningService(
+            url,
+            made["ingestion_key"],
+            made["api_token"],
+            made["workspace_id"],
+            tmp_path / "data" if mode == "embedded" else None,
+        )
     finally:
         _stop(processes)

@@ -130,6 +130,11 @@ def test_analytics_next_unchanged(running, tmp_path):
     assert acme_co["total_users"] == 1
     assert acme_co["engagement_score"] > 0
     assert "never-kept" not in json.dumps(acme_co) + json.dumps(ann)
+    # Nothing the service promises not to keep: properties, the page's URL, the user agent.
+    stored = running.stored()
+    assert "ann@acme.test" in stored  # the dump does hold what is kept
+    for kept_out in ("never-kept", f"{origin}/index.html", "HeadlessChrome", "Mozilla/5.0"):
+        assert kept_out not in stored, kept_out
 
 
 def test_the_tracker_survives_an_offline_spell_and_a_quick_exit(running, tmp_path):
