@@ -19,6 +19,7 @@ from engagement.event_store import (
     backfill_before,
     new_names,
 )
+from engagement.people_rows import LATEST_LINKED_ACCOUNTS
 from engagement.track_staging import StagedTracks
 
 _STAGE = "eds_stage_event"
@@ -84,7 +85,11 @@ _PG_NAMES = f"""INSERT INTO engagement_eventname (product_id, name, first_seen_a
     ON CONFLICT (product_id, name) DO NOTHING"""
 _NULL = "\\N"
 # The staged tracks to staged events: tracking ids to ids (the caller's maps, bound as JSON), and
-# an event without an account to its user's latest link, looked up once per user.
+# an event without an account to its user's latest link (people_rows.LATEST_LINKED_ACCOUNTS),
+# looked up once per user.
+_UNLINKED_USERS = (
+    "SELECT users.id FROM tracks t JOIN users ON users.tid = t.user_tid WHERE t.group_tid IS NULL"
+)
 _FROM_TRACKS = f"""
     WITH tracks (user_tid, group_tid, name, ms) AS (
             SELECT {", ".join(StagedTracks.COLUMNS)} FROM {StagedTracks.TABLE}),
@@ -92,12 +97,7 @@ _FROM_TRACKS = f"""
             SELECT tid, id::bigint AS id FROM jsonb_each_text(%(users)s::jsonb) AS u(tid, id)),
          accounts AS (
             SELECT tid, id::bigint AS id FROM jsonb_each_text(%(accounts)s::jsonb) AS a(tid, id)),
-         latest AS (
-            SELECT DISTINCT ON (m.user_id) m.user_id, m.account_id
-            FROM engagement_membership m
-            WHERE m.user_id IN (SELECT users.id FROM tracks t
-                                JOIN users ON users.tid = t.user_tid WHERE t.group_tid IS NULL)
-            ORDER BY m.user_id, m.linked_at DESC, m.account_id DESC)
+         latest AS ({LATEST_LINKED_ACCOUNTS.format(users=_UNLINKED_USERS)})
     INSERT INTO {_STAGE} (user_id, account_id, name, ms)
     SELECT users.id, COALESCE(accounts.id, latest.account_id), t.name, t.ms
     FROM tracks t
