@@ -18,8 +18,11 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import cache
+from django.db import close_old_connections
 
+from config.api_errors import service_unavailable
 from config.env import rate_parts
+from config.exceptions import DEPENDENCY_DOWN
 from ingestion.acceptance import RequestError
 from ingestion.models import IngestionKey
 
@@ -39,7 +42,9 @@ async def run_inline(function: Callable, *args: Any) -> Any:
 
 
 def allowlists() -> dict[str, frozenset[str]]:
-    """The origin allowlist of every key that has one, by key digest."""
+    """The origin allowlist of every key that has one, by key digest (on a worker thread of its
+    own: a connection the database dropped is replaced first)."""
+    close_old_connections()
     return {
         digest: frozenset(IngestionKey.origins_from_text(text))
         for digest, text in IngestionKey.objects.exclude(allowed_origins="").values_list(
@@ -77,7 +82,14 @@ class KeyChecks:
         self._lock = asyncio.Lock()
 
     async def check(self, digests: Iterable[str], origin: str | None) -> None:
-        """Raise the RequestError to answer (403, 429) for these keys' request, if any."""
+        """Raise the RequestError to answer (403, 429) for these keys' request, if any; a 503
+        when the database or the cache cannot tell."""
+        try:
+            await self._check(digests, origin)
+        except DEPENDENCY_DOWN as down:
+            raise service_unavailable() from down
+
+    async def _check(self, digests: Iterable[str], origin: str | None) -> None:
         if origin is not None:
             await self._check_origin(digests, origin)
         if settings.INGESTION_KEY_RATE_LIMIT:

@@ -142,3 +142,19 @@ def test_over_real_http_the_allowlist_is_read_on_a_thread(acme, live_door):
     assert (refused.status_code, taken.status_code) == (403, 200)
     assert taken.headers["Access-Control-Allow-Origin"] == PAGE
     assert AcceptedRequest.objects.count() == 1
+
+
+def test_a_cache_that_cannot_be_reached_is_a_503_and_nothing_stored(acme, api_client, settings):
+    settings.INGESTION_KEY_RATE_LIMIT = "5/second"
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens there
+        }
+    }
+
+    response = track(api_client, acme)
+
+    assert (response.status_code, response.json()["code"]) == (503, "service_unavailable")
+    assert response["Retry-After"]
+    assert not AcceptedRequest.objects.exists()
