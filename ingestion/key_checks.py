@@ -34,7 +34,11 @@ RunSync = Callable[..., Awaitable[Any]]
 
 
 async def run_on_thread(function: Callable, *args: Any) -> Any:
-    return await sync_to_async(function, thread_sensitive=False)(*args)
+    def call() -> Any:
+        close_old_connections()  # a connection the database dropped is replaced first
+        return function(*args)
+
+    return await sync_to_async(call, thread_sensitive=False)()
 
 
 async def run_inline(function: Callable, *args: Any) -> Any:
@@ -42,9 +46,7 @@ async def run_inline(function: Callable, *args: Any) -> Any:
 
 
 def allowlists() -> dict[str, frozenset[str]]:
-    """The origin allowlist of every key that has one, by key digest (on a worker thread of its
-    own: a connection the database dropped is replaced first)."""
-    close_old_connections()
+    """The origin allowlist of every key that has one, by key digest."""
     return {
         digest: frozenset(IngestionKey.origins_from_text(text))
         for digest, text in IngestionKey.objects.exclude(allowed_origins="").values_list(

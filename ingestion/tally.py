@@ -10,18 +10,19 @@ from django.db import connection
 from django.utils import timezone
 
 from ingestion.models import AcceptedMinute
+from ingestion.session_tables import SessionTable
 
-# One statement per drain on PostgreSQL, from the rows the drain has locked (eds_claim).
+# One statement per drain on PostgreSQL, from the rows the drain has locked (its claim table).
 _TALLY_FROM_CLAIM = """
     INSERT INTO ingestion_acceptedminute (key_digest, minute, requests, last_received_at)
     SELECT key_digest, date_trunc('minute', received_at), sum(request_count), max(received_at)
-    FROM eds_claim GROUP BY key_digest, date_trunc('minute', received_at)"""
+    FROM {claim} GROUP BY key_digest, date_trunc('minute', received_at)"""
 
 
-def accepted_minutes_record_claimed() -> None:
-    """PostgreSQL: tally the requests of this drain's claim (the session's eds_claim table)."""
+def accepted_minutes_record_claimed(claim: SessionTable) -> None:
+    """PostgreSQL: tally the requests of this drain's claim (the session table `claim`)."""
     with connection.cursor() as cursor:
-        cursor.execute(_TALLY_FROM_CLAIM)
+        cursor.execute(_TALLY_FROM_CLAIM.format(claim=claim))
 
 
 def accepted_minutes_record(requests: Iterable[tuple[str, datetime]]) -> None:

@@ -1,5 +1,5 @@
 """Ingestion on PostgreSQL: COPY into the store and the drop log, the claim listed in the
-session's eds_claim table (ingestion/services/queue.py), tracks staged in SQL from their stored
+session's claim table (ingestion/session_tables.py), tracks staged in SQL from their stored
 rows (ingestion/services/staging.py), the tally counted from the claim in SQL, and the drain's
 commit not waiting for the WAL flush (safe: its rows come back should it be lost)."""
 
@@ -39,7 +39,7 @@ class PostgresIngestion(IngestionBackend):
         apply.apply_staged(product_id, requests, under_keys)
 
     def accepted_tally(self, batch: queue.ClaimedBatch) -> None:
-        tally.accepted_minutes_record_claimed()
+        tally.accepted_minutes_record_claimed(batch.claim)
 
     def drain_commit_relaxed(self) -> None:
         with connection.cursor() as cursor:

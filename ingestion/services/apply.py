@@ -67,7 +67,7 @@ def requests_apply(
         raise  # the database itself is in trouble: leave the rows for the next drain
     except Exception as error:
         if under_keys is not None:  # now one by one: load them
-            requests = claimed_requests(under_keys.digests)
+            requests = claimed_requests(under_keys)
         if len(requests) == 1:
             return _request_search(_BadMessageSearch(requests[0], product_id, budget), error)
     middle = len(requests) // 2

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from ingestion import acceptance
 from ingestion.models import SeenMessage, seen_message_key
+from ingestion.session_tables import CLAIMED_KEYS, SessionTable
 
 _SEEN_CHUNK = 1000
 _SENDER_SALT = "ingestion.seen_message.sender"
@@ -160,14 +161,14 @@ def unseen_messages(product_id: int, messages: Iterable[dict]) -> list[dict]:
 _CLAIM_STAGED = f"""
     WITH users AS MATERIALIZED (
         SELECT user_tid, {_SENDER_HASH.format(tracking_id="user_tid")} AS user_hash
-        FROM (SELECT DISTINCT user_tid FROM eds_stage_message
+        FROM (SELECT DISTINCT user_tid FROM {{staged}}
               WHERE message_key IS NOT NULL AND user_tid IS NOT NULL) AS distinct_users),
     firsts AS (
         SELECT DISTINCT ON (s.message_key) s.message_key, s.message_id,
                COALESCE(u.user_hash, {_SENDER_HASH.format(tracking_id="(s.body->>'userId')")})
                    AS user_hash,
                CASE WHEN s.type = 'group' THEN s.body->>'groupId' END AS group_tid
-        FROM eds_stage_message s LEFT JOIN users u ON u.user_tid = s.user_tid
+        FROM {{staged}} s LEFT JOIN users u ON u.user_tid = s.user_tid
         WHERE s.message_key IS NOT NULL
         ORDER BY s.message_key, s.request_id, s.place),
     claimed AS (
@@ -177,40 +178,35 @@ _CLAIM_STAGED = f"""
                {_SENDER_HASH.format(tracking_id="group_tid")}
         FROM firsts
         ON CONFLICT (message_key) DO NOTHING RETURNING message_key),
-    kept AS (INSERT INTO eds_claimed_key SELECT message_key FROM claimed)
+    kept AS (INSERT INTO {{claimed_keys}} SELECT message_key FROM claimed)
     SELECT (SELECT count(*) FROM claimed),
-           (SELECT count(*) FROM eds_stage_message WHERE message_key IS NOT NULL)"""  # noqa: S608 - fixed SQL
+           (SELECT count(*) FROM {{staged}} WHERE message_key IS NOT NULL)"""  # noqa: S608 - fixed SQL
 # Otherwise unstage every message that is not a claimed first: a repeat within the staged
 # messages, or an id an earlier drain already claimed. (Ranking the repeats with a window
 # function instead sorts the messages whole, and costs more than the claim.)
 _UNSTAGE_REPEATS = """
-    DELETE FROM eds_stage_message s
+    DELETE FROM {staged} s
     WHERE s.message_key IS NOT NULL AND NOT EXISTS (
         SELECT 1 FROM (SELECT DISTINCT ON (message_key) message_key, request_id, place
-                       FROM eds_stage_message WHERE message_key IS NOT NULL
+                       FROM {staged} WHERE message_key IS NOT NULL
                        ORDER BY message_key, request_id, place) AS f
-        JOIN eds_claimed_key c ON c.message_key = f.message_key
+        JOIN {claimed_keys} c ON c.message_key = f.message_key
         WHERE f.message_key = s.message_key AND f.request_id = s.request_id
           AND f.place = s.place)"""
 
 
-def staged_messages_claim(*, product_id: int) -> None:
-    """PostgreSQL: claim the messageIds of the messages staged in eds_stage_message (see
+def staged_messages_claim(*, product_id: int, staged: SessionTable) -> None:
+    """PostgreSQL: claim the messageIds of the messages staged in `staged` (see
     staging.messages_stage) and unstage the repeats, in SQL."""
+    tables = {"staged": staged, "claimed_keys": CLAIMED_KEYS.start()}
     with connection.cursor() as cursor:
-        # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
         cursor.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS eds_claimed_key (message_key uuid NOT NULL) "
-            "ON COMMIT DELETE ROWS"
-        )
-        cursor.execute("TRUNCATE eds_claimed_key")
-        cursor.execute(
-            _CLAIM_STAGED,
+            _CLAIM_STAGED.format(**tables),
             {"product": product_id, "now": timezone.now(), **_sender_hash_params(product_id)},
         )
         claimed, keyed = cursor.fetchone()
         if claimed != keyed:
-            cursor.execute(_UNSTAGE_REPEATS)
+            cursor.execute(_UNSTAGE_REPEATS.format(**tables))
 
 
 def seen_messages_purge(*, older_than_days: int) -> int:

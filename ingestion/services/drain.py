@@ -18,7 +18,6 @@ from ingestion.services.queue import (
     ClaimedBatch,
     ClaimedRequest,
     claimed_delete,
-    claimed_requests,
     requests_claim,
 )
 
@@ -117,9 +116,9 @@ def _drops_and_work_by_product(
         if claimed.has_drop_markers:
             with_markers.append(digest)
     if with_markers:
-        for request in claimed_requests(with_markers, only_with_drop_markers=True):
+        for request in batch.requests_under(with_markers, only_with_drop_markers=True):
             drops.extend(marker_drops(request, keys[request.key_digest].product_id))
-    requests = list(batch.requests) + (claimed_requests(one_by_one) if one_by_one else [])
+    requests = list(batch.requests) + (batch.requests_under(one_by_one) if one_by_one else [])
     by_product: dict[int, list[ClaimedRequest]] = defaultdict(list)
     for request in requests:
         key = keys.get(request.key_digest)
@@ -137,7 +136,7 @@ def _drops_and_work_by_product(
             # Both for one product (a key revoked within this claim, another valid): all of its
             # requests one by one, in the order they were accepted.
             product_requests = sorted(
-                product_requests + claimed_requests(product_keys),
+                product_requests + batch.requests_under(product_keys),
                 key=lambda request: request.accepted_order,
             )
             product_keys = []

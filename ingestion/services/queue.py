@@ -3,10 +3,14 @@ requests they hold, and deleting them once applied.
 
 Claimed rows are locked with SKIP LOCKED, so any number of workers drain at once; a worker that
 dies mid-way leaves its rows unclaimed for the next drain. How is the ingestion backend's
-choice (ingestion/backends): on PostgreSQL the claimed rows are listed in the session's
-eds_claim table and their messages stay where they are stored, so a drain brings back a line per
+choice (ingestion/backends): on PostgreSQL the claimed rows are listed in a session table (the
+batch's `claim`) and their messages stay where they are stored, so a drain brings back a line per
 ingestion key rather than a Python object per row; elsewhere the rows are loaded.
 """
+
+# SQL names its session tables (ingestion/session_tables.py, fixed names); every value is a
+# query parameter.
+# ruff: noqa: S608
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from django.db import connection
 from ingestion import acceptance
 from ingestion.backends import ingestion_backend
 from ingestion.models import AcceptedRequest
+from ingestion.session_tables import CLAIM, SessionTable
 
 _LAST_PLACE = 2**31 - 1  # "to the end": no row holds more messages
 
@@ -71,6 +76,7 @@ class ClaimedUnderKeys:
     """PostgreSQL: every row a claim holds under these ingestion keys; `first` and `last` are
     the claim's lowest and highest row ids, so the rows are read through the primary key."""
 
+    claim: SessionTable
     digests: tuple[str, ...]
     first: int
     last: int
@@ -78,10 +84,10 @@ class ClaimedUnderKeys:
 
 @dataclass(frozen=True, slots=True)
 class ClaimedBatch:
-    """What a drain locked. On PostgreSQL the rows stay in the session's eds_claim table, `first`
+    """What a drain locked. On PostgreSQL the rows stay in the session table `claim`, `first`
     and `last` bound their ids and `keys` describes them per ingestion key digest: a key valid
     for all its rows has them applied without a Python object per row. Elsewhere every request
-    is in `requests`."""
+    is in `requests` and `claim` is None."""
 
     request_count: int  # requests, not rows: a row may hold several
     more: bool  # the claim stopped at its limit, so more may be waiting
@@ -90,9 +96,19 @@ class ClaimedBatch:
     keys: dict[str, ClaimedKey] = field(default_factory=dict)
     requests: list[ClaimedRequest] = field(default_factory=list)
     message_count: int = 0
+    claim: SessionTable | None = None
 
     def under_keys(self, digests: Sequence[str]) -> ClaimedUnderKeys:
-        return ClaimedUnderKeys(tuple(digests), self.first, self.last)
+        assert self.claim is not None, "rows left in the database need a claim table"
+        return ClaimedUnderKeys(self.claim, tuple(digests), self.first, self.last)
+
+    def requests_under(
+        self, digests: Sequence[str], *, only_with_drop_markers: bool = False
+    ) -> list[ClaimedRequest]:
+        """PostgreSQL: the requests of the claimed rows under these keys (claimed_requests)."""
+        return claimed_requests(
+            self.under_keys(digests), only_with_drop_markers=only_with_drop_markers
+        )
 
 
 _CLAIM_CHUNK = 100
@@ -137,7 +153,7 @@ def claim_loaded(limit: int) -> ClaimedBatch:
 _CLAIM_FIRST_ROWS = 10
 _CLAIM_ROWS = """
     WITH claimed AS (
-        INSERT INTO eds_claim
+        INSERT INTO {claim}
             (id, received_at, endpoint, key_digest, message_count, has_drops, request_count)
         SELECT id, received_at, endpoint, key_digest, jsonb_array_length(messages),
                messages @> %(markers)s::jsonb, request_count
@@ -148,30 +164,24 @@ _CLAIM_ROWS = """
            COALESCE(sum(request_count), 0)
     FROM claimed"""
 _CLAIM_TRIM = """
-    DELETE FROM eds_claim WHERE id > (
+    DELETE FROM {claim} WHERE id > (
         SELECT min(id) FROM (SELECT id, sum(message_count) OVER (ORDER BY id) AS running
-                             FROM eds_claim) AS r
+                             FROM {claim}) AS r
         WHERE running >= %(limit)s)"""
 _HOLDS_DROP_MARKERS = json.dumps([{"type": acceptance.DROP}])
 
 
 def claim_in_session_table(limit: int) -> ClaimedBatch:
-    """PostgreSQL: lock the rows into the session's eds_claim table, a few statements per
-    drain, and bring back one line per ingestion key rather than a line per row."""
+    """PostgreSQL: lock the rows into the session table CLAIM, a few statements per drain, and
+    bring back one line per ingestion key rather than a line per row."""
+    claim = CLAIM.start()
     with connection.cursor() as cursor:
-        # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
-        cursor.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS eds_claim (id bigint NOT NULL, "
-            "received_at timestamptz NOT NULL, endpoint text NOT NULL, key_digest text NOT NULL, "
-            "message_count integer NOT NULL, has_drops boolean NOT NULL, "
-            "request_count integer NOT NULL) ON COMMIT DELETE ROWS"
-        )
-        cursor.execute("TRUNCATE eds_claim")
         rows = messages = first = last = requests = 0
         asked = min(_CLAIM_FIRST_ROWS, limit)
         while True:
             cursor.execute(
-                _CLAIM_ROWS, {"markers": _HOLDS_DROP_MARKERS, "after": last, "rows": asked}
+                _CLAIM_ROWS.format(claim=claim),
+                {"markers": _HOLDS_DROP_MARKERS, "after": last, "rows": asked},
             )
             count, count_messages, lowest, highest, count_requests = cursor.fetchone()
             if count:
@@ -189,19 +199,21 @@ def claim_in_session_table(limit: int) -> ClaimedBatch:
         more = messages >= limit or rows >= limit
         if messages > limit and rows > 1:
             # Rows past the limit stay locked, unapplied, until this drain commits.
-            cursor.execute(_CLAIM_TRIM, {"limit": limit})
+            cursor.execute(_CLAIM_TRIM.format(claim=claim), {"limit": limit})
             cursor.execute(
-                "SELECT max(id), sum(request_count), sum(message_count) FROM eds_claim"
+                f"SELECT max(id), sum(request_count), sum(message_count) FROM {claim}"
             )
             last, requests, messages = cursor.fetchone()
         cursor.execute(
-            "SELECT key_digest, max(received_at), bool_or(has_drops) FROM eds_claim "
+            f"SELECT key_digest, max(received_at), bool_or(has_drops) FROM {claim} "
             "GROUP BY key_digest"
         )
         keys = {
             digest: ClaimedKey(latest, markers) for digest, latest, markers in cursor.fetchall()
         }
-    return ClaimedBatch(requests, more, first, last, keys=keys, message_count=messages)
+    return ClaimedBatch(
+        requests, more, first, last, keys=keys, message_count=messages, claim=claim
+    )
 
 
 _CLAIMED_REQUESTS = """
@@ -211,21 +223,22 @@ _CLAIMED_REQUESTS = """
                SELECT a.messages::text FROM ingestion_acceptedrequest a WHERE a.id = c.id) END,
            CASE WHEN c.request_count > 1 THEN (
                SELECT a.requests::text FROM ingestion_acceptedrequest a WHERE a.id = c.id) END
-    FROM eds_claim c WHERE c.key_digest = ANY(%(digests)s::text[]) {only_with_drop_markers}
+    FROM {claim} c WHERE c.key_digest = ANY(%(digests)s::text[]) {only_with_drop_markers}
     ORDER BY c.id"""
 
 
 def claimed_requests(
-    digests: Sequence[str], *, only_with_drop_markers: bool = False
+    under_keys: ClaimedUnderKeys, *, only_with_drop_markers: bool = False
 ) -> list[ClaimedRequest]:
     """PostgreSQL: the requests of the claimed rows under these keys, in the order they were
     accepted, with their messages if they hold drop markers. (The json module, not orjson,
     decodes them: orjson reads an integer beyond 64 bits, which traits may hold, as a float.)"""
     query = _CLAIMED_REQUESTS.format(
-        only_with_drop_markers="AND c.has_drops" if only_with_drop_markers else ""
+        claim=under_keys.claim,
+        only_with_drop_markers="AND c.has_drops" if only_with_drop_markers else "",
     )
     with connection.cursor() as cursor:
-        cursor.execute(query, {"digests": list(digests)})
+        cursor.execute(query, {"digests": list(under_keys.digests)})
         found = cursor.fetchall()
     requests: list[ClaimedRequest] = []
     for row_id, received, endpoint, key_digest, count, messages, parts in found:
@@ -291,6 +304,6 @@ def claimed_delete_in_session_table(batch: ClaimedBatch) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "DELETE FROM ingestion_acceptedrequest WHERE id BETWEEN %s AND %s "
-            "AND id = ANY(ARRAY(SELECT id FROM eds_claim))",
+            f"AND id = ANY(ARRAY(SELECT id FROM {batch.claim}))",
             [batch.first, batch.last],
         )

@@ -3,6 +3,10 @@ JSON and deduplicated in SQL, and their tracks, nearly all of the traffic, go to
 staging table without a Python object per track; only identify and group messages, whose traits
 merge in Python, are loaded."""
 
+# SQL names its session tables (ingestion/session_tables.py, fixed names); every value is a
+# query parameter.
+# ruff: noqa: S608
+
 from __future__ import annotations
 
 import json
@@ -15,6 +19,7 @@ from ingestion import acceptance
 from ingestion.services.dedup import staged_messages_claim
 from ingestion.services.queue import ClaimedRequest, ClaimedUnderKeys
 from ingestion.services.suppression import staged_suppressed_unstage
+from ingestion.session_tables import STAGED_MESSAGES
 
 # The claimed rows' messages, expanded from their stored JSON, less drop markers: a track as its
 # fields, any other message whole, each with its place in the rows (the order they were accepted
@@ -23,7 +28,7 @@ from ingestion.services.suppression import staged_suppressed_unstage
 # of its messages there. The id range lets PostgreSQL read them through the primary key: a queue
 # table has dead rows between its live ones, and a scan filtering on the rows alone reads them.
 _STAGE_MESSAGES = """
-    INSERT INTO eds_stage_message (type, message_id, message_key, request_id, place,
+    INSERT INTO {staged} (type, message_id, message_key, request_id, place,
                                    user_tid, group_tid, name, ms, body)
     SELECT type, message_id, md5(%(product_prefix)s || message_id)::uuid, request_id, place,
            CASE WHEN type = 'track' THEN body->>'userId' END,
@@ -40,7 +45,7 @@ _STAGE_MESSAGES = """
           AND m.body->>'type' <> %(drop)s) AS expanded"""
 _UNDER_KEYS = (
     "ingestion_acceptedrequest a",
-    "a.id = ANY(ARRAY(SELECT c.id FROM eds_claim c WHERE c.key_digest = ANY(%(digests)s::text[])))",
+    "a.id = ANY(ARRAY(SELECT c.id FROM {claim} c WHERE c.key_digest = ANY(%(digests)s::text[])))",
 )
 _LISTED = (
     "ingestion_acceptedrequest a JOIN unnest(%(ids)s::bigint[], %(firsts)s::bigint[], "
@@ -50,7 +55,7 @@ _LISTED = (
 # The unique tracks, once repeats are unstaged, into the table engagement reads them from.
 _HAND_OVER_TRACKS = (
     f"{StagedTracks.INSERT_INTO} "  # noqa: S608 - fixed names
-    "SELECT user_tid, group_tid, name, ms FROM eds_stage_message WHERE type = 'track'"
+    "SELECT user_tid, group_tid, name, ms FROM {staged} WHERE type = 'track'"
 )
 
 
@@ -61,8 +66,10 @@ def messages_stage(
     those keys, less drop markers and repeats (their messageIds claimed): the tracks in
     engagement's staging table, the other messages returned."""
     params: dict = {"drop": acceptance.DROP, "product_prefix": f"{product_id}:"}
+    claim = ""
     if under_keys is not None:
         source, selection = _UNDER_KEYS
+        claim = under_keys.claim.name
         params.update(
             first=under_keys.first, last=under_keys.last, digests=list(under_keys.digests)
         )
@@ -76,22 +83,19 @@ def messages_stage(
             firsts=_bigint_array([request.places[0] for request in requests]),
             lasts=_bigint_array([request.places[1] for request in requests]),
         )
+    staged = STAGED_MESSAGES.start()
     with connection.cursor() as cursor:
-        # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
+        selected = selection.format(claim=claim)
         cursor.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS eds_stage_message (type text NOT NULL, "
-            "message_id text, message_key uuid, request_id bigint, place bigint, user_tid text, "
-            "group_tid text, name text, ms bigint, body jsonb) ON COMMIT DELETE ROWS"
+            _STAGE_MESSAGES.format(staged=staged, source=source, selection=selected), params
         )
-        cursor.execute("TRUNCATE eds_stage_message")
-        cursor.execute(_STAGE_MESSAGES.format(source=source, selection=selection), params)
-    staged_suppressed_unstage(product_id)
-    staged_messages_claim(product_id=product_id)
+    staged_suppressed_unstage(product_id, staged)
+    staged_messages_claim(product_id=product_id, staged=staged)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT body::text FROM eds_stage_message WHERE type <> 'track'")
+        cursor.execute(f"SELECT body::text FROM {staged} WHERE type <> 'track'")
         others = [json.loads(body) for (body,) in cursor.fetchall()]
         staged_tracks = staged_tracks_start()
-        cursor.execute(_HAND_OVER_TRACKS)
+        cursor.execute(_HAND_OVER_TRACKS.format(staged=staged))
     return others, staged_tracks
 
 

@@ -5,6 +5,10 @@ none (nearly all) costs nothing more. Otherwise each distinct tracking id of the
 and compared, and the matching messages are recorded in the drop log as `suppressed`, with no
 value from them."""
 
+# SQL names its session tables (ingestion/session_tables.py, fixed names); every value is a
+# query parameter.
+# ruff: noqa: S608
+
 from __future__ import annotations
 
 from collections import Counter
@@ -18,6 +22,7 @@ from ingestion import acceptance
 from ingestion.models import AcceptedRequest, DroppedRequest, key_fingerprint
 from ingestion.services.drops import drops_record
 from ingestion.services.queue import ClaimedRequest
+from ingestion.session_tables import SessionTable
 
 # Which message field holds the tracking id of each kind of suppression.
 _FIELDS = {"user": "userId", "account": "groupId"}
@@ -88,16 +93,16 @@ def messages_unsuppressed(
     return [m for m in messages if not suppressed.matches(m)]
 
 
-def staged_suppressed_unstage(product_id: int) -> None:
+def staged_suppressed_unstage(product_id: int, staged: SessionTable) -> None:
     """PostgreSQL's route: take the staged messages for suppressed tracking ids out of
-    eds_stage_message before anything reads it, and record them as drops."""
+    `staged` before anything reads it, and record them as drops."""
     suppressed = suppressed_lookup(product_id)
     if suppressed is None:
         return
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT DISTINCT COALESCE(user_tid, body->>'userId'), "
-            "COALESCE(group_tid, body->>'groupId') FROM eds_stage_message"
+            f"COALESCE(group_tid, body->>'groupId') FROM {staged}"
         )
         pairs = cursor.fetchall()
         users = sorted({u for u, _ in pairs if suppressed.holds("user", u)})
@@ -105,7 +110,7 @@ def staged_suppressed_unstage(product_id: int) -> None:
         if not users and not accounts:
             return
         cursor.execute(
-            "DELETE FROM eds_stage_message WHERE COALESCE(user_tid, body->>'userId') = ANY(%s) "
+            f"DELETE FROM {staged} WHERE COALESCE(user_tid, body->>'userId') = ANY(%s) "
             "OR COALESCE(group_tid, body->>'groupId') = ANY(%s) RETURNING request_id",
             [users, accounts],
         )

@@ -74,6 +74,21 @@ def breakdown(record: dict) -> dict[str, int]:
     return {line["event"]: line["count"] for line in record.get("score_breakdown") or []}
 
 
+def eventually(read, expected, timeout: float = 120.0):
+    """Wait until `read()` returns `expected` (the worker applies, a refresh scores); the last
+    value read is in the failure."""
+    seen: list = [None]
+
+    def check() -> bool:
+        seen[0] = read()
+        return seen[0] == expected
+
+    try:
+        wait_for(check, timeout=timeout)
+    except AssertionError as late:
+        raise AssertionError(f"after {timeout} s still {seen[0]!r}, not {expected!r}") from late
+
+
 @pytest.fixture(params=["embedded", "production"])
 def running(request, tmp_path):
     with service(request.param, tmp_path, settings.CELERY_BROKER_URL) as started:
@@ -119,12 +134,14 @@ def test_analytics_next_unchanged(running, tmp_path):
         )
 
     assert failed == [] and errors == []
-    wait_for(lambda: user(running, "ann").get("traits", {}).get("plan") == "pro", timeout=60)
+    eventually(
+        lambda: user(running, "ann").get("traits"),
+        {"email": "ann@acme.test", "name": "Ann", "plan": "pro"},
+    )
     ann = user(running, "ann")
-    assert ann["traits"] == {"email": "ann@acme.test", "name": "Ann", "plan": "pro"}
     # The first page() came before identify(): anonymous, counted, not applied.
     expected = {"Report Created": 2, "Viewed Home Page": 1}
-    wait_for(lambda: breakdown(account(running, "acme-co")) == expected, timeout=60)
+    eventually(lambda: breakdown(account(running, "acme-co")), expected)
     acme_co = account(running, "acme-co")
     assert acme_co["traits"] == {"name": "Acme Co", "seats": 12}
     assert acme_co["total_users"] == 1
@@ -167,6 +184,6 @@ def test_the_tracker_survives_an_offline_spell_and_a_quick_exit(running, tmp_pat
 
     # The offline spell's failed fetch is the one expected failure.
     assert [f for f in failed if "ERR_INTERNET_DISCONNECTED" not in f] == [] and errors == []
-    wait_for(lambda: user(running, "bob").get("traits", {}).get("email") == "bob@acme.test")
+    eventually(lambda: user(running, "bob").get("traits"), {"email": "bob@acme.test"})
     expected = {"Exported": 1, "Left At Once": 1}
-    wait_for(lambda: breakdown(account(running, "globex")) == expected, timeout=60)
+    eventually(lambda: breakdown(account(running, "globex")), expected)
