@@ -88,10 +88,22 @@ _security_headers: dict[str, list[tuple[bytes, bytes]]] = {}
 _REMEMBERED_HOSTS = 64
 
 
+_key_rate_limited: list[bool] = []  # whether INGESTION_KEY_RATE_LIMIT is set, once read
+
+
 @receiver(setting_changed)
 def _forget_settings(**kwargs) -> None:
     _hosts_allowed.clear()
     _security_headers.clear()
+    _key_rate_limited.clear()
+
+
+def _key_rate_limit_on() -> bool:
+    """Whether INGESTION_KEY_RATE_LIMIT is set (read once): without it and without an origin,
+    a request's keys need no check, and the door skips the checks' await entirely."""
+    if not _key_rate_limited:
+        _key_rate_limited.append(bool(settings.INGESTION_KEY_RATE_LIMIT))
+    return _key_rate_limited[0]
 
 
 def _host_allowed(headers: dict[str, str]) -> bool:
@@ -214,7 +226,8 @@ async def _respond(
         headers.append((b"retry-after", str(retry_after).encode("ascii")))
     if allow is not None:
         headers.append((b"allow", allow))
-    headers.extend(_cors_headers(origin))
+    if origin is not None:
+        headers.extend(_cors_headers(origin))
     headers.extend(security_headers(scope.get("scheme", "http")))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
@@ -292,9 +305,10 @@ class IngestionFrontDoor:
                 limits=limits,
             )
             if outcome.accepted:
-                await self.key_checks.check(
-                    [accepted.key_digest for accepted in outcome.accepted], origin
-                )
+                if origin is not None or _key_rate_limit_on():
+                    await self.key_checks.check(
+                        [accepted.key_digest for accepted in outcome.accepted], origin
+                    )
                 await self.writer.store([(received_at, accepted) for accepted in outcome.accepted])
         except _Disconnected:
             return  # nothing stored, and nobody to answer
