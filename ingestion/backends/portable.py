@@ -1,5 +1,5 @@
 """Ingestion on SQLite (the embedded mode): rows inserted, claimed and applied as loaded Python
-objects, every request of a claim in `ClaimedBatch.requests`; one writer at a time."""
+objects, every request of a claim in a `queue.LoadedClaim`; one writer at a time."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ class PortableIngestion(IngestionBackend):
     def accepted_rows_write(self, rows: list[store.StoredRow]) -> None:
         store.insert_stored_rows(rows)
 
-    def requests_claim(self, limit: int) -> queue.ClaimedBatch:
+    def requests_claim(self, limit: int) -> queue.LoadedClaim:
         return queue.claim_loaded(limit)
 
-    def claimed_delete(self, batch: queue.ClaimedBatch) -> None:
+    def claimed_delete(self, batch: queue.LoadedClaim) -> None:
         queue.claimed_delete_loaded(batch)
 
     def requests_apply_together(
@@ -30,9 +30,9 @@ class PortableIngestion(IngestionBackend):
         requests: Sequence[queue.ClaimedRequest],
         under_keys: queue.ClaimedUnderKeys | None,
     ) -> None:
-        apply.apply_loaded(product_id, requests)
+        apply.apply_loaded(product_id, under_keys.requests() if under_keys else requests)
 
-    def accepted_tally(self, batch: queue.ClaimedBatch) -> None:
+    def accepted_tally(self, batch: queue.LoadedClaim) -> None:
         tally.accepted_minutes_record((r.key_digest, r.received_at) for r in batch.requests)
 
     def drops_record(self, found: list[DroppedRequest]) -> None:

@@ -24,10 +24,10 @@ class PostgresIngestion(IngestionBackend):
     def accepted_rows_write(self, rows: list[store.StoredRow]) -> None:
         store.copy_stored_rows(rows)
 
-    def requests_claim(self, limit: int) -> queue.ClaimedBatch:
+    def requests_claim(self, limit: int) -> queue.SessionClaim | queue.LoadedClaim:
         return queue.claim_in_session_table(limit)
 
-    def claimed_delete(self, batch: queue.ClaimedBatch) -> None:
+    def claimed_delete(self, batch: queue.SessionClaim) -> None:
         queue.claimed_delete_in_session_table(batch)
 
     def requests_apply_together(
@@ -38,7 +38,7 @@ class PostgresIngestion(IngestionBackend):
     ) -> None:
         apply.apply_staged(product_id, requests, under_keys)
 
-    def accepted_tally(self, batch: queue.ClaimedBatch) -> None:
+    def accepted_tally(self, batch: queue.SessionClaim) -> None:
         tally.accepted_minutes_record_claimed(batch.claim)
 
     def drain_commit_relaxed(self) -> None:

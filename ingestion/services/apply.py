@@ -23,7 +23,6 @@ from ingestion.services.drops import apply_failed_drop
 from ingestion.services.queue import (
     ClaimedRequest,
     ClaimedUnderKeys,
-    claimed_requests,
     stored_messages,
 )
 from ingestion.services.staging import messages_stage
@@ -54,8 +53,8 @@ def requests_apply(
     *,
     under_keys: ClaimedUnderKeys | None = None,
 ) -> list[DroppedRequest]:
-    """Apply one product's requests (on PostgreSQL, with `under_keys`: every claimed row under
-    those keys) together; if that fails, each half again, down to single requests, so one bad
+    """Apply one product's requests (with `under_keys`: every claimed row under those keys)
+    together; if that fails, each half again, down to single requests, so one bad
     request is found in a few dozen tries in a batch of thousands, not one per request; then
     that request's messages (see _request_search), so a bad message is dropped alone, not with
     the request it came in. Returns the drops."""
@@ -66,8 +65,8 @@ def requests_apply(
     except OperationalError:
         raise  # the database itself is in trouble: leave the rows for the next drain
     except Exception as error:
-        if under_keys is not None:  # now one by one: load them
-            requests = claimed_requests(under_keys)
+        if under_keys is not None:  # now one by one
+            requests = under_keys.requests()
         if len(requests) == 1:
             return _request_search(_BadMessageSearch(requests[0], product_id, budget), error)
     middle = len(requests) // 2

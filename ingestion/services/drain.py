@@ -79,8 +79,8 @@ def accepted_requests_drain_for(*, seconds: float, batch: int) -> tuple[DrainRes
 
 @dataclass(frozen=True, slots=True)
 class _ProductWork:
-    """What a drain applies for one product: these requests, or (PostgreSQL) every claimed row
-    under these keys, left in the database."""
+    """What a drain applies for one product: these requests, or every claimed row under these
+    keys."""
 
     requests: list[ClaimedRequest]
     whole_keys: tuple[str, ...]
@@ -92,15 +92,10 @@ def _drops_and_work_by_product(
     """Look up the claimed requests' ingestion keys and sort the claim into drops (unknown or
     revoked keys, items the acceptance rules left out) and, per product, what to apply.
 
-    On PostgreSQL a key valid for every row it has in the claim (the common case) stays whole:
-    its rows are applied where they are stored. The rows of any other key are loaded and judged
-    one by one."""
-    keys = {
-        key.digest: key
-        for key in IngestionKey.objects.filter(
-            digest__in=set(batch.keys) | {request.key_digest for request in batch.requests}
-        )
-    }
+    A key valid for every row it has in the claim (the common case) stays whole: the backend
+    applies its rows together (on PostgreSQL where they are stored). The rows of any other key
+    are judged one by one."""
+    keys = {key.digest: key for key in IngestionKey.objects.filter(digest__in=set(batch.keys))}
     drops: list[DroppedRequest] = []
     whole_keys: dict[int, list[str]] = defaultdict(list)
     one_by_one: list[str] = []  # keys some or all of whose rows are dropped
@@ -118,7 +113,7 @@ def _drops_and_work_by_product(
     if with_markers:
         for request in batch.requests_under(with_markers, only_with_drop_markers=True):
             drops.extend(marker_drops(request, keys[request.key_digest].product_id))
-    requests = list(batch.requests) + (batch.requests_under(one_by_one) if one_by_one else [])
+    requests = batch.requests_under(one_by_one) if one_by_one else []
     by_product: dict[int, list[ClaimedRequest]] = defaultdict(list)
     for request in requests:
         key = keys.get(request.key_digest)

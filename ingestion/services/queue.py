@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import NamedTuple
 
@@ -65,50 +65,91 @@ class ClaimedRequest:
 
 
 class ClaimedKey(NamedTuple):
-    """PostgreSQL: what a claim holds under one ingestion key."""
+    """What a claim holds under one ingestion key."""
 
     latest_received_at: datetime  # a key revoked after this was valid for every row
     has_drop_markers: bool  # some row holds items the acceptance rules left out
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimedUnderKeys:
-    """PostgreSQL: every row a claim holds under these ingestion keys; `first` and `last` are
-    the claim's lowest and highest row ids, so the rows are read through the primary key."""
-
-    claim: SessionTable
-    digests: tuple[str, ...]
-    first: int
-    last: int
-
-
-@dataclass(frozen=True, slots=True)
 class ClaimedBatch:
-    """What a drain locked. On PostgreSQL the rows stay in the session table `claim`, `first`
-    and `last` bound their ids and `keys` describes them per ingestion key digest: a key valid
-    for all its rows has them applied without a Python object per row. Elsewhere every request
-    is in `requests` and `claim` is None."""
+    """What a drain locked, as the drain reads it on every database: how many requests and
+    messages, whether the claim stopped at its limit, what it holds per ingestion key digest
+    (`keys`), and the requests under some keys (`requests_under`) or those rows whole
+    (`under_keys`, for the backend to apply). Each backend's claim is one of the two types
+    below, filled whole."""
 
+    __slots__ = ()
     request_count: int  # requests, not rows: a row may hold several
     more: bool  # the claim stopped at its limit, so more may be waiting
-    first: int = 0
-    last: int = 0
-    keys: dict[str, ClaimedKey] = field(default_factory=dict)
-    requests: list[ClaimedRequest] = field(default_factory=list)
-    message_count: int = 0
-    claim: SessionTable | None = None
-
-    def under_keys(self, digests: Sequence[str]) -> ClaimedUnderKeys:
-        assert self.claim is not None, "rows left in the database need a claim table"
-        return ClaimedUnderKeys(self.claim, tuple(digests), self.first, self.last)
+    message_count: int
+    keys: dict[str, ClaimedKey]
 
     def requests_under(
         self, digests: Sequence[str], *, only_with_drop_markers: bool = False
     ) -> list[ClaimedRequest]:
-        """PostgreSQL: the requests of the claimed rows under these keys (claimed_requests)."""
-        return claimed_requests(
-            self.under_keys(digests), only_with_drop_markers=only_with_drop_markers
-        )
+        """The requests of the claimed rows under these keys, in the order they were accepted."""
+        raise NotImplementedError
+
+    def under_keys(self, digests: Sequence[str]) -> ClaimedUnderKeys:
+        return ClaimedUnderKeys(self, tuple(digests))
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedUnderKeys:
+    """Every row a claim holds under these ingestion keys, to be applied together."""
+
+    batch: ClaimedBatch
+    digests: tuple[str, ...]
+
+    def requests(self) -> list[ClaimedRequest]:
+        return self.batch.requests_under(self.digests)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionClaim(ClaimedBatch):
+    """PostgreSQL's claim: the rows stay where they are stored and are listed in the session
+    table `claim`; `first` and `last` bound their ids, so they are read through the primary
+    key. A key valid for all its rows has them applied without a Python object per row."""
+
+    request_count: int
+    more: bool
+    message_count: int
+    keys: dict[str, ClaimedKey]
+    claim: SessionTable
+    first: int
+    last: int
+
+    def requests_under(
+        self, digests: Sequence[str], *, only_with_drop_markers: bool = False
+    ) -> list[ClaimedRequest]:
+        return claimed_requests(self, digests, only_with_drop_markers=only_with_drop_markers)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedClaim(ClaimedBatch):
+    """The portable claim (SQLite): every claimed request loaded, with its messages, in the
+    order they were accepted."""
+
+    request_count: int
+    more: bool
+    message_count: int
+    keys: dict[str, ClaimedKey]
+    requests: list[ClaimedRequest]
+
+    def requests_under(
+        self, digests: Sequence[str], *, only_with_drop_markers: bool = False
+    ) -> list[ClaimedRequest]:
+        wanted = set(digests)
+        return [
+            request
+            for request in self.requests
+            if request.key_digest in wanted
+            and (not only_with_drop_markers or _holds_drop_markers(request))
+        ]
+
+
+def _holds_drop_markers(request: ClaimedRequest) -> bool:
+    return any(acceptance.is_drop(message) for message in request.messages or ())
 
 
 _CLAIM_CHUNK = 100
@@ -124,7 +165,7 @@ def requests_claim(*, limit: int) -> ClaimedBatch:
     return ingestion_backend().requests_claim(limit)
 
 
-def claim_loaded(limit: int) -> ClaimedBatch:
+def claim_loaded(limit: int) -> LoadedClaim:
     """The portable claim: the rows and their messages loaded, every request in `requests`."""
     query = AcceptedRequest.objects.select_for_update(skip_locked=True).order_by("id")[:limit]
     requests: list[ClaimedRequest] = []
@@ -137,11 +178,17 @@ def claim_loaded(limit: int) -> ClaimedBatch:
         messages += count
         if messages >= limit:
             break
-    return ClaimedBatch(
-        len(requests),
-        messages >= limit or stored_rows >= limit,
-        requests=requests,
-        message_count=messages,
+    keys: dict[str, ClaimedKey] = {}
+    for request in requests:
+        known = keys.get(request.key_digest)
+        latest = request.received_at
+        markers = _holds_drop_markers(request)
+        if known is not None:
+            latest = max(latest, known.latest_received_at)
+            markers = markers or known.has_drop_markers
+        keys[request.key_digest] = ClaimedKey(latest, markers)
+    return LoadedClaim(
+        len(requests), messages >= limit or stored_rows >= limit, messages, keys, requests
     )
 
 
@@ -171,7 +218,7 @@ _CLAIM_TRIM = """
 _HOLDS_DROP_MARKERS = json.dumps([{"type": acceptance.DROP}])
 
 
-def claim_in_session_table(limit: int) -> ClaimedBatch:
+def claim_in_session_table(limit: int) -> SessionClaim | LoadedClaim:
     """PostgreSQL: lock the rows into the session table CLAIM, a few statements per drain, and
     bring back one line per ingestion key rather than a line per row."""
     claim = CLAIM.start()
@@ -195,7 +242,7 @@ def claim_in_session_table(limit: int) -> ClaimedBatch:
             per_row = max(messages, 1) / rows
             asked = max(1, min(limit - rows, math.ceil((limit - messages) / per_row)))
         if not rows:
-            return ClaimedBatch(0, False)
+            return LoadedClaim(0, False, 0, {}, [])
         more = messages >= limit or rows >= limit
         if messages > limit and rows > 1:
             # Rows past the limit stay locked, unapplied, until this drain commits.
@@ -211,9 +258,7 @@ def claim_in_session_table(limit: int) -> ClaimedBatch:
         keys = {
             digest: ClaimedKey(latest, markers) for digest, latest, markers in cursor.fetchall()
         }
-    return ClaimedBatch(
-        requests, more, first, last, keys=keys, message_count=messages, claim=claim
-    )
+    return SessionClaim(requests, more, messages, keys, claim, first, last)
 
 
 _CLAIMED_REQUESTS = """
@@ -228,17 +273,17 @@ _CLAIMED_REQUESTS = """
 
 
 def claimed_requests(
-    under_keys: ClaimedUnderKeys, *, only_with_drop_markers: bool = False
+    batch: SessionClaim, digests: Sequence[str], *, only_with_drop_markers: bool = False
 ) -> list[ClaimedRequest]:
     """PostgreSQL: the requests of the claimed rows under these keys, in the order they were
     accepted, with their messages if they hold drop markers. (The json module, not orjson,
     decodes them: orjson reads an integer beyond 64 bits, which traits may hold, as a float.)"""
     query = _CLAIMED_REQUESTS.format(
-        claim=under_keys.claim,
+        claim=batch.claim,
         only_with_drop_markers="AND c.has_drops" if only_with_drop_markers else "",
     )
     with connection.cursor() as cursor:
-        cursor.execute(query, {"digests": list(under_keys.digests)})
+        cursor.execute(query, {"digests": list(digests)})
         found = cursor.fetchall()
     requests: list[ClaimedRequest] = []
     for row_id, received, endpoint, key_digest, count, messages, parts in found:
@@ -296,11 +341,11 @@ def claimed_delete(batch: ClaimedBatch) -> None:
     ingestion_backend().claimed_delete(batch)
 
 
-def claimed_delete_loaded(batch: ClaimedBatch) -> None:
+def claimed_delete_loaded(batch: LoadedClaim) -> None:
     AcceptedRequest.objects.filter(id__in=[r.id for r in batch.requests]).delete()
 
 
-def claimed_delete_in_session_table(batch: ClaimedBatch) -> None:
+def claimed_delete_in_session_table(batch: SessionClaim) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "DELETE FROM ingestion_acceptedrequest WHERE id BETWEEN %s AND %s "

@@ -17,7 +17,7 @@ from django.db import connection
 from engagement.track_staging import StagedTracks, staged_tracks_start
 from ingestion import acceptance
 from ingestion.services.dedup import staged_messages_claim
-from ingestion.services.queue import ClaimedRequest, ClaimedUnderKeys
+from ingestion.services.queue import ClaimedRequest, ClaimedUnderKeys, SessionClaim
 from ingestion.services.suppression import staged_suppressed_unstage
 from ingestion.session_tables import STAGED_MESSAGES
 
@@ -68,11 +68,11 @@ def messages_stage(
     params: dict = {"drop": acceptance.DROP, "product_prefix": f"{product_id}:"}
     claim = ""
     if under_keys is not None:
+        batch = under_keys.batch
+        assert isinstance(batch, SessionClaim), "staged from the rows a session claim lists"
         source, selection = _UNDER_KEYS
-        claim = under_keys.claim.name
-        params.update(
-            first=under_keys.first, last=under_keys.last, digests=list(under_keys.digests)
-        )
+        claim = batch.claim.name
+        params.update(first=batch.first, last=batch.last, digests=list(under_keys.digests))
     else:
         ids = [request.id for request in requests]
         source, selection = _LISTED
