@@ -15,7 +15,7 @@ from automations.models import Automation, AutomationFiring, Delivery
 from automations.signing import secret_generate
 from engagement.models import Segment, Workspace
 from engagement.refresh_hooks import ScoresRefreshed
-from engagement.segments import segment_conditions_validate
+from engagement.segment_conditions import segment_conditions_validate
 
 ROTATION_OVERLAP = timedelta(hours=24)
 _NEW = {Automation.Trigger.NEW_ACCOUNT, Automation.Trigger.NEW_USER}

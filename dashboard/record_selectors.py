@@ -151,9 +151,9 @@ def segment_changes(*, segment: Segment, days: int) -> list[DayChanges]:
 
 
 def segments_for_workspace(*, workspace: Workspace) -> list[Segment]:
-    """The workspace's segments by name, each with `member_count`."""
+    """The workspace's segments, the built-in ones first, then by name; each with `member_count`."""
     return list(
         Segment.objects.filter(workspace_id=workspace.id)
         .annotate(member_count=Count("members"))
-        .order_by("name", "id")
+        .order_by("-builtin", "name", "id")
     )

@@ -38,6 +38,7 @@ from engagement.memberships import (
     workspaces_visible_to,
 )
 from engagement.models import Segment, Workspace
+from engagement.period_figures import period_figures, recently_scored_events
 from engagement.presentation import (
     MARKETPLACE_PREFIX,
     account_last_seen,
@@ -195,12 +196,14 @@ TRAIT_COLUMNS = (
 )
 
 
-def _subject_context(*, found, last_seen, days: int, history, activity) -> dict:
+def _subject_context(*, found, period, last_seen, days: int, history, activity) -> dict:
     """What an account's and a user's page share: score, charts, breakdown and traits."""
     own, license_ = split_traits(found.traits)
     score = found.score
     return {
         "score": score,
+        "period": period,
+        "recently_scored_events": recently_scored_events(score.score_breakdown or []),
         "last_seen": last_seen,
         "days": days,
         "spans": HISTORY_SPANS,
@@ -228,6 +231,9 @@ class AccountView(WorkspaceView):
         found = selectors.account_score_get(workspace=self.workspace, account=account)
         shared = _subject_context(
             found=found,
+            period=period_figures(workspace=self.workspace, target="account", ids=[account.id])[
+                account.id
+            ],
             last_seen=account_last_seen(found.score),
             days=days,
             history=account_score_history(
@@ -258,6 +264,7 @@ class UserView(WorkspaceView):
         found = selectors.user_score_get(workspace=self.workspace, user=user)
         shared = _subject_context(
             found=found,
+            period=period_figures(workspace=self.workspace, target="user", ids=[user.id])[user.id],
             last_seen=user_last_seen(user, found.score),
             days=days,
             history=user_score_history(workspace_id=self.workspace.id, user_id=user.id, days=days),

@@ -7,6 +7,7 @@ from django.db import transaction
 from django.db.models import Count, TextField, Value
 from django.db.models.functions import Coalesce, Concat, NullIf, Trim
 
+from engagement.builtin_segments import builtin_segments_create
 from engagement.erasure_admin import ErasureActionMixin
 from engagement.models import (
     Account,
@@ -26,7 +27,11 @@ from engagement.models import (
 )
 from engagement.presentation import account_name, user_name
 from engagement.scored_admin import ScoredListMixin, trait
-from engagement.segments import ACCOUNT_METRICS, OPERATORS, segment_conditions_validate
+from engagement.segment_conditions import (
+    ACCOUNT_METRICS,
+    OPERATORS,
+    segment_conditions_validate,
+)
 from engagement.services import product_create
 from engagement.stored_json import read_traits
 
@@ -130,6 +135,11 @@ class WorkspaceAdmin(admin.ModelAdmin):
             f"(previous period {state.previous_p90:g})."
         )
 
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change:  # a new workspace starts with the built-in segments
+            builtin_segments_create(workspace=obj)
+
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
         from engagement.tasks import workspace_rescore
@@ -141,13 +151,15 @@ class WorkspaceAdmin(admin.ModelAdmin):
 class SegmentForm(forms.ModelForm):
     class Meta:
         model = Segment
-        fields = ["workspace", "name", "target", "conditions"]
+        fields = ["workspace", "name", "target", "match", "conditions"]
         help_texts = {
-            "conditions": "A list; every condition must hold. "
+            "conditions": "A list; all of them must hold, or any one with match 'any'. "
             '[{"field": "trait:am.status", "operator": "equals", "value": "active"}, '
             '{"field": "metric:engagement_score", "operator": "greater_than", "value": 50}]. '
             f"Operators: {', '.join(OPERATORS)}. Metrics: {', '.join(ACCOUNT_METRICS)} "
-            "(active_users, total_users, active_user_share: accounts only).",
+            "(active_users, total_users, active_user_share: accounts only). Events: "
+            '{"field": "event:Login", "operator": "count_at_least", "value": 3, '
+            '"within_last_days": 14}.',
         }
 
     def clean(self):
@@ -167,8 +179,8 @@ class SegmentAdmin(admin.ModelAdmin):
     """Members are recomputed once the save commits, and after every score refresh."""
 
     form = SegmentForm
-    list_display = ["id", "name", "workspace", "target", "member_count", "updated_at"]
-    list_filter = ["workspace", "target"]
+    list_display = ["id", "name", "workspace", "target", "match", "builtin", "member_count"]
+    list_filter = ["workspace", "target", "builtin"]
     list_select_related = ["workspace__product"]
     search_fields = ["name"]
 

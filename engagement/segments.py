@@ -1,7 +1,11 @@
-"""Segments: which accounts or users of a workspace meet every condition, and since when.
+"""Segments: which accounts or users of a workspace meet every condition (or any), and since when.
 
 A condition is {"field": "trait:<key>" | "metric:<name>", "operator": ..., "value": ...}. Trait keys
-are taken whole, dots included (`trait:am.status` reads the trait named "am.status"). Membership is
+are taken whole, dots included (`trait:am.status` reads the trait named "am.status"). An event
+condition, {"field": "event:<name>", "operator": "count_at_least", "value": N,
+"within_last_days": D}, holds when the subject sent the event N times or more in the days from
+the start of the day D days ago (UTC) to now, or ever without D; it is counted from the daily
+rollups, never from raw events. Membership is
 computed in SQL against the precomputed score tables and kept as SegmentMember rows: new members
 get joined_at = the refresh time, members that stop matching are removed, the rest keep their
 joined_at. Every join and leave is also logged as a SegmentMembershipChange, by the same
@@ -11,13 +15,12 @@ statements, and the log is purged after SEGMENT_CHANGES_RETENTION_DAYS.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
-from numbers import Real
+from datetime import UTC, datetime, time, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Func, Q, QuerySet, TextField
+from django.db.models import Func, Q, QuerySet, Sum, TextField
 from django.db.models.fields.json import KeyTransform
 from django.db.models.lookups import IsNull
 from django.utils import timezone
@@ -26,39 +29,15 @@ from django.utils.dateparse import parse_datetime
 from engagement.backends import SegmentStatements, database_backend
 from engagement.models import (
     AccountScore,
+    EventRollup,
     Segment,
     SegmentMembershipChange,
     UserScore,
+    Workspace,
 )
+from engagement.segment_conditions import DATETIME_METRICS, segment_conditions_validate
 
 logger = logging.getLogger(__name__)
-
-OPERATORS = (
-    "equals",
-    "not_equals",
-    "contains",
-    "greater_than",
-    "less_than",
-    "is_set",
-    "is_not_set",
-    "within_last_days",
-)
-# Metrics a condition can test, per target; every one is a column of the score table.
-USER_METRICS = (
-    "engagement_score",
-    "score_change",
-    "raw_score",
-    "percentile_rank",
-    "active_days",
-    "events_in_window",
-    "adoption",
-    "last_seen",
-    "tenure_days",
-)
-ACCOUNT_METRICS = (*USER_METRICS, "active_users", "total_users", "active_user_share")
-_DATETIME_METRICS = ("last_seen",)
-_NO_VALUE = ("is_set", "is_not_set")
-
 
 # --- One trait by name -----------------------------------------------------------------------
 #
@@ -141,71 +120,6 @@ def accounts_admitted(accounts: QuerySet, account_filter: dict) -> QuerySet:
     return accounts
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool)
-
-
-def segment_conditions_validate(*, target: str, conditions: object) -> list[dict]:
-    """The conditions if every one is usable, else a ValidationError listing each fault."""
-    if not isinstance(conditions, list):
-        raise ValidationError("Conditions must be a list of {field, operator, value} objects.")
-    metrics = USER_METRICS if target == Segment.Target.USERS else ACCOUNT_METRICS
-    errors: list[str] = []
-    for number, condition in enumerate(conditions, start=1):
-        where = f"Condition {number}"
-        if not isinstance(condition, dict):
-            errors.append(f"{where}: must be an object with field, operator and value.")
-            continue
-        field = condition.get("field")
-        operator = condition.get("operator")
-        value = condition.get("value")
-        unknown = set(condition) - {"field", "operator", "value"}
-        if unknown:
-            errors.append(f"{where}: unknown keys {sorted(unknown)}.")
-        if operator not in OPERATORS:
-            errors.append(f"{where}: operator must be one of {', '.join(OPERATORS)}.")
-            continue
-        if not isinstance(field, str) or not field.startswith(("trait:", "metric:")):
-            errors.append(f"{where}: field must be 'trait:<key>' or 'metric:<name>'.")
-            continue
-        field_kind, name = field.split(":", 1)
-        if not name:
-            errors.append(f"{where}: field needs a name after '{field_kind}:'.")
-            continue
-        if field_kind == "metric" and name not in metrics:
-            errors.append(f"{where}: unknown metric {name!r}; use one of {', '.join(metrics)}.")
-            continue
-        if operator in _NO_VALUE:
-            continue
-        if value is None:
-            errors.append(f"{where}: {operator} needs a value.")
-        elif operator == "within_last_days":
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                errors.append(f"{where}: within_last_days needs a whole number of days (>= 0).")
-            elif field_kind == "metric" and name not in _DATETIME_METRICS:
-                errors.append(f"{where}: within_last_days applies to last_seen, not {name}.")
-        elif operator == "contains":
-            if field_kind == "metric":
-                errors.append(f"{where}: contains applies to traits, not metrics.")
-            elif not isinstance(value, str) or not value:
-                errors.append(f"{where}: contains needs a non-empty text value.")
-        elif field_kind == "metric":
-            if name in _DATETIME_METRICS:
-                if operator in ("equals", "not_equals"):
-                    errors.append(f"{where}: compare last_seen with greater_than or less_than.")
-                elif not isinstance(value, str) or parse_datetime(value) is None:
-                    errors.append(f"{where}: last_seen compares with an ISO 8601 date-time.")
-            elif not _is_number(value):
-                errors.append(f"{where}: {name} compares with a number.")
-        elif operator in ("greater_than", "less_than") and not (
-            _is_number(value) or isinstance(value, str)
-        ):
-            errors.append(f"{where}: {operator} compares with a number or an ISO 8601 date.")
-    if errors:
-        raise ValidationError(errors)
-    return conditions
-
-
 def _trait_q(
     queryset: QuerySet, index: int, source: str, key: str, operator: str, value, now: datetime
 ) -> QuerySet:
@@ -232,14 +146,16 @@ def _trait_q(
     if operator == "is_not_set":
         return queryset.filter(~present)
     # within_last_days: an ISO 8601 date or date-time from the start of the day N days ago
-    # up to now (ISO strings of one format order as text).
+    # up to now (ISO strings of one format order as text); more_than_days_ago: before that day.
     since = (now - timedelta(days=value)).date().isoformat()
+    if operator == "more_than_days_ago":
+        return queryset.filter(present, **{f"{text_alias}__lt": since})
     until = (now + timedelta(days=1)).date().isoformat()
     return queryset.filter(**{f"{text_alias}__gte": since, f"{text_alias}__lt": until})
 
 
 def _metric_q(name: str, operator: str, value, now: datetime) -> Q:
-    if name in _DATETIME_METRICS and operator in ("greater_than", "less_than"):
+    if name in DATETIME_METRICS and operator in ("greater_than", "less_than"):
         value = parse_datetime(value)
         if timezone.is_naive(value):
             value = timezone.make_aware(value, timezone.get_fixed_timezone(0))
@@ -255,17 +171,22 @@ def _metric_q(name: str, operator: str, value, now: datetime) -> Q:
         return Q(**{f"{name}__isnull": False})
     if operator == "is_not_set":
         return Q(**{f"{name}__isnull": True})
-    if operator == "within_last_days":
-        return Q(**{f"{name}__gte": now - timedelta(days=value), f"{name}__lte": now})
+    if operator in ("within_last_days", "more_than_days_ago"):
+        # From (or before) the start of the day N days ago (UTC), as for traits.
+        since = datetime.combine((now - timedelta(days=value)).date(), time.min, tzinfo=UTC)
+        if operator == "more_than_days_ago":
+            return Q(**{f"{name}__lt": since})
+        return Q(**{f"{name}__gte": since, f"{name}__lte": now})
     raise ValueError(f"operator {operator!r} does not apply to metrics")
 
 
 def segment_matching(*, segment: Segment, now: datetime | None = None) -> QuerySet:
-    """Score rows of the segment's workspace that meet every condition."""
+    """Score rows of the segment's workspace that meet its conditions (all or any)."""
     return score_rows_matching(
         workspace_id=segment.workspace_id,
         target=segment.target,
         conditions=segment.conditions,
+        match=segment.match,
         now=now,
     )
 
@@ -285,27 +206,66 @@ def score_rows_matching(
     if queryset is None:
         model = UserScore if target == Segment.Target.USERS else AccountScore
         queryset = model.objects.filter(workspace_id=workspace_id)
-    source = "user__traits" if target == Segment.Target.USERS else "account__traits"
     conditions = segment_conditions_validate(target=target, conditions=conditions)
-    if match == "any" and conditions:
+    subject = _Subject(workspace_id, target, now)
+    if match == Segment.Match.ANY and conditions:
         matching = Q(pk__in=[])
         for index, condition in enumerate(conditions):
-            applied = _condition_applied(queryset, index, source, condition, now)
+            applied = _condition_applied(queryset, index, subject, condition)
             matching |= Q(pk__in=applied.values("pk"))
         return queryset.filter(matching)
     for index, condition in enumerate(conditions):
-        queryset = _condition_applied(queryset, index, source, condition, now)
+        queryset = _condition_applied(queryset, index, subject, condition)
     return queryset
 
 
+class _Subject:
+    """What conditions on one workspace's users or accounts read: the trait column, the key
+    column and, for event conditions, the workspace's product."""
+
+    def __init__(self, workspace_id: int, target: str, now: datetime) -> None:
+        self.workspace_id, self.now = workspace_id, now
+        self.key = "user_id" if target == Segment.Target.USERS else "account_id"
+        self.traits = "user__traits" if target == Segment.Target.USERS else "account__traits"
+        self._product_id: int | None = None
+
+    @property
+    def product_id(self) -> int:
+        if self._product_id is None:
+            self._product_id = Workspace.objects.values_list("product_id", flat=True).get(
+                id=self.workspace_id
+            )
+        return self._product_id
+
+
 def _condition_applied(
-    queryset: QuerySet, index: int, source: str, condition: dict, now: datetime
+    queryset: QuerySet, index: int, subject: _Subject, condition: dict
 ) -> QuerySet:
     field_kind, name = condition["field"].split(":", 1)
     operator, value = condition["operator"], condition.get("value")
     if field_kind == "trait":
-        return _trait_q(queryset, index, source, name, operator, value, now)
-    return queryset.filter(_metric_q(name, operator, value, now))
+        return _trait_q(queryset, index, subject.traits, name, operator, value, subject.now)
+    if field_kind == "event":
+        return queryset.filter(_event_q(subject, name, value, condition.get("within_last_days")))
+    return queryset.filter(_metric_q(name, operator, value, subject.now))
+
+
+def _event_q(subject: _Subject, name: str, times: int, days: int | None) -> Q:
+    """Subjects that sent `name` `times` times or more, counted from the daily rollups: since
+    the start of the day `days` days ago (UTC), or ever. A user's rollups are every event they
+    sent; an account's are the events that counted for it."""
+    rollups = EventRollup.objects.filter(product_id=subject.product_id, event_name=name)
+    if subject.key == "account_id":
+        rollups = rollups.filter(account_id__isnull=False)
+    if days is not None:
+        rollups = rollups.filter(day__gte=(subject.now - timedelta(days=days)).date())
+    counted = (
+        rollups.values(subject.key)
+        .annotate(times=Sum("count"))
+        .filter(times__gte=times)
+        .values(subject.key)
+    )
+    return Q(**{f"{subject.key}__in": counted})
 
 
 # The SQL below is assembled from fixed table and column names; the matching subquery is the

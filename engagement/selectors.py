@@ -330,7 +330,7 @@ def segment_list_for_workspace(*, workspace: Workspace, offset: int, limit: int)
     items = list(
         with_json_as_text(segments, "conditions")
         .annotate(member_count=Count("members"))
-        .order_by("id")[offset : offset + limit]
+        .order_by("-builtin", "id")[offset : offset + limit]
     )
     return Page(items=items, total=total)
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from engagement import event_store
 from engagement.aliases import alias_apply, aliases_resolve
+from engagement.builtin_segments import builtin_segments_create
 from engagement.models import (
     EventActivity,
     Product,
@@ -63,8 +64,16 @@ def product_create(*, name: str, workspace_name: str = "Default") -> tuple[Produ
     """A product starts with one workspace."""
     with transaction.atomic():
         product = Product.objects.create(name=name)
-        workspace = Workspace.objects.create(product=product, name=workspace_name)
+        workspace = workspace_create(product=product, name=workspace_name)
     return product, workspace
+
+
+def workspace_create(*, product: Product, name: str) -> Workspace:
+    """A workspace, with the built-in segments every workspace starts with."""
+    with transaction.atomic():
+        workspace = Workspace.objects.create(product=product, name=name)
+        builtin_segments_create(workspace=workspace)
+    return workspace
 
 
 _Track = tuple[UserState, str | None, str, int]  # (user, account tracking id, event, ms)

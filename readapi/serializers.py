@@ -15,6 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from engagement.models import Account, User
+from engagement.period_figures import PeriodFigures, period_figures, recently_scored_events
 from engagement.presentation import (
     ScoredAccount,
     ScoredUser,
@@ -24,12 +25,11 @@ from engagement.presentation import (
 )
 from engagement.ranking import score_computed_at
 from engagement.scoring import tenure_days
-from engagement.stored_json import read_account_filter, read_conditions
+from engagement.stored_json import read_account_filter
 from readapi.formats import (
     RANK_DECIMALS,
     SHARE_DECIMALS,
     ReadDictField,
-    ReadListField,
     TimestampField,
     rounded_fraction,
     timestamp,
@@ -37,7 +37,7 @@ from readapi.formats import (
 )
 
 
-def _link(context: dict, route: str, ident: int | None = None, **query: int) -> str:
+def link(context: dict, route: str, ident: int | None = None, **query: int) -> str:
     return context["links"].url(route, ident, **query)
 
 
@@ -77,7 +77,7 @@ class SegmentRefSerializer(serializers.Serializer):
 
     @extend_schema_field(RecordLinksSerializer)
     def get__links(self, member) -> dict:
-        return {"self": _link(self.context, "read-segment", member.segment_id)}
+        return {"self": link(self.context, "read-segment", member.segment_id)}
 
 
 # --- Workspaces -------------------------------------------------------------------------------
@@ -103,10 +103,10 @@ class WorkspaceSerializer(serializers.Serializer):
     @extend_schema_field(RecordLinksSerializer)
     def get__links(self, workspace) -> dict:
         return {
-            "self": _link(self.context, "read-workspace", workspace.id),
-            "accounts": _link(self.context, "read-accounts", workspace_id=workspace.id),
-            "users": _link(self.context, "read-users", workspace_id=workspace.id),
-            "segments": _link(self.context, "read-segments", workspace_id=workspace.id),
+            "self": link(self.context, "read-workspace", workspace.id),
+            "accounts": link(self.context, "read-accounts", workspace_id=workspace.id),
+            "users": link(self.context, "read-users", workspace_id=workspace.id),
+            "segments": link(self.context, "read-segments", workspace_id=workspace.id),
         }
 
     @extend_schema_field(WorkspaceStatsSerializer)
@@ -201,6 +201,32 @@ class ScoredRecordSerializer(serializers.Serializer):
         lambda s, f: rounded_fraction(f.score.adoption, SHARE_DECIMALS),
     )
     events_in_window = read(serializers.IntegerField(), lambda s, f: f.score.events_in_window)
+    # The hosted original's names (engagement/period_figures.py).
+    score_yesterday = read(
+        serializers.IntegerField(
+            allow_null=True,
+            help_text="Yesterday's stored daily score (UTC); null when the history has none.",
+        ),
+        lambda s, f: s.period(f).score_yesterday,
+    )
+    score_last_period = read(
+        serializers.IntegerField(help_text="The score one lookback period ago."),
+        lambda s, f: f.score.previous_score,
+    )
+    overall_scored_events = read(
+        serializers.IntegerField(
+            help_text="Events ever counted under a scored event name (weight above 0), from "
+            "the daily rollups, without the daily cap."
+        ),
+        lambda s, f: s.period(f).overall_scored_events,
+    )
+    recently_scored_events = read(
+        serializers.IntegerField(
+            help_text="Events the score counts in the window (daily cap applied): the sum of "
+            "the breakdown's counts."
+        ),
+        lambda s, f: recently_scored_events(f.score.score_breakdown),
+    )
     last_seen = read(TimestampField(allow_null=True), lambda s, f: timestamp(s.seen_last(f)))
     tenure_days = read(
         serializers.IntegerField(
@@ -228,6 +254,20 @@ class ScoredRecordSerializer(serializers.Serializer):
 
     def subject(self, found):
         raise NotImplementedError
+
+    def period(self, found) -> PeriodFigures:
+        """The record's period figures, read once for the whole page it is on."""
+        figures = getattr(self, "_period_figures", None)
+        subject_id = self.subject(found).id
+        if figures is None or subject_id not in figures:
+            page = getattr(self.parent, "instance", None) or [found]
+            figures = period_figures(
+                workspace=self.context["workspace"],
+                target=self.route.removeprefix("read-"),
+                ids=[self.subject(item).id for item in page],
+            )
+            self._period_figures = figures
+        return figures[subject_id]
 
     def fallback_first_seen(self, subject):
         raise NotImplementedError
@@ -262,8 +302,8 @@ class ScoredRecordSerializer(serializers.Serializer):
             members = self.context.get("segments", {}).get(subject.id, [])
             data["segments"] = SegmentRefSerializer(members, many=True, context=self.context).data
         data["_links"] = {
-            "self": _link(self.context, self.route, subject.id, workspace_id=score.workspace_id),
-            "workspace": _link(self.context, "read-workspace", score.workspace_id),
+            "self": link(self.context, self.route, subject.id, workspace_id=score.workspace_id),
+            "workspace": link(self.context, "read-workspace", score.workspace_id),
         }
         return data
 
@@ -328,56 +368,3 @@ class UserSerializer(ScoredRecordSerializer):
 
     def seen_last(self, found: ScoredUser) -> datetime | None:
         return user_last_seen(found.user, found.score)
-
-
-# --- Segments ---------------------------------------------------------------------------------
-
-
-class SegmentSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-    target = serializers.ChoiceField(choices=["accounts", "users"])
-    workspace_id = serializers.IntegerField()
-    conditions = ReadListField(child=serializers.DictField(), read=read_conditions)
-    member_count = serializers.IntegerField()
-    created_at = TimestampField()
-    updated_at = TimestampField()
-    _links = serializers.SerializerMethodField()
-
-    @extend_schema_field(RecordLinksSerializer)
-    def get__links(self, segment) -> dict:
-        return {
-            "self": _link(self.context, "read-segment", segment.id),
-            "members": _link(self.context, "read-segment-members", segment.id),
-            "workspace": _link(self.context, "read-workspace", segment.workspace_id),
-        }
-
-
-class SegmentMemberSerializer(serializers.Serializer):
-    """A current member of a segment: an account or a user, and when it joined."""
-
-    id = serializers.SerializerMethodField(help_text="The account's or the user's id.")
-    type = serializers.SerializerMethodField()
-    tracking_id = serializers.SerializerMethodField()
-    joined_at = TimestampField()
-    _links = serializers.SerializerMethodField()
-
-    def get_id(self, member) -> int:
-        return member.account_id or member.user_id
-
-    @extend_schema_field(serializers.ChoiceField(choices=["account", "user"]))
-    def get_type(self, member) -> str:
-        return "account" if member.account_id else "user"
-
-    def get_tracking_id(self, member) -> str:
-        return (member.account or member.user).tracking_id
-
-    @extend_schema_field(RecordLinksSerializer)
-    def get__links(self, member) -> dict:
-        route = "read-account" if member.account_id else "read-user"
-        workspace_id = self.context["workspace"].id
-        target_id = member.account_id or member.user_id
-        return {
-            "self": _link(self.context, route, target_id, workspace_id=workspace_id),
-            "workspace": _link(self.context, "read-workspace", workspace_id),
-        }

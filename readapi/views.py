@@ -20,6 +20,7 @@ from engagement import selectors
 from engagement.models import Workspace
 from engagement.scoping import ProductScopedView
 from readapi import params as q
+from readapi import segment_serializers as ss
 from readapi import serializers as s
 from readapi.authentication import BearerTokenAuthentication, HasApiToken
 from readapi.links import Links
@@ -36,8 +37,8 @@ ERRORS = {
 WorkspacePage = envelope_serializer(s.WorkspaceSerializer, "WorkspacePage")
 AccountPage = envelope_serializer(s.AccountSerializer, "AccountPage")
 UserPage = envelope_serializer(s.UserSerializer, "UserPage")
-SegmentPage = envelope_serializer(s.SegmentSerializer, "SegmentPage")
-SegmentMemberPage = envelope_serializer(s.SegmentMemberSerializer, "SegmentMemberPage")
+SegmentPage = envelope_serializer(ss.SegmentSerializer, "SegmentPage")
+SegmentMemberPage = envelope_serializer(ss.SegmentMemberSerializer, "SegmentMemberPage")
 
 
 def not_found(what: str, ident: int) -> ApiError:
@@ -310,7 +311,7 @@ class SegmentListView(ReadApiView):
         page = selectors.segment_list_for_workspace(
             workspace=workspace, offset=params["offset"], limit=params["limit"]
         )
-        data = s.SegmentSerializer(page.items, many=True, context=self.context()).data
+        data = ss.SegmentSerializer(page.items, many=True, context=self.context()).data
         return self.page(data, page.total, params)
 
 
@@ -318,11 +319,11 @@ class SegmentDetailView(ReadApiView):
     @extend_schema(
         operation_id="segments_retrieve",
         summary="Retrieve one segment",
-        responses={200: s.SegmentSerializer, **ERRORS},
+        responses={200: ss.SegmentSerializer, **ERRORS},
     )
     def get(self, request: Request, segment_id: int) -> Response:
         segment = self.scoped_segment(segment_id)
-        return Response(s.SegmentSerializer(segment, context=self.context()).data)
+        return Response(ss.SegmentSerializer(segment, context=self.context()).data)
 
 
 class SegmentMemberListView(ReadApiView):
@@ -339,5 +340,5 @@ class SegmentMemberListView(ReadApiView):
             segment=segment, offset=params["offset"], limit=params["limit"]
         )
         context = self.context(workspace=segment.workspace)
-        data = s.SegmentMemberSerializer(page.items, many=True, context=context).data
+        data = ss.SegmentMemberSerializer(page.items, many=True, context=context).data
         return self.page(data, page.total, params)

@@ -8,13 +8,21 @@ from engagement.models.products import Workspace
 
 
 class Segment(models.Model):
-    """Accounts or users of one workspace that meet every condition.
+    """Accounts or users of one workspace that meet every condition (`match` "all") or at
+    least one (`match` "any"); the condition language is engagement/segments.py's.
 
-    conditions: [{"field": "trait:plan" | "trait:am.status" | "metric:engagement_score",
+    conditions: [{"field": "trait:plan" | "metric:engagement_score" | "event:<name>",
                   "operator": "equals" | "not_equals" | "contains" | "greater_than" | "less_than"
-                              | "is_set" | "is_not_set" | "within_last_days",
-                  "value": ...}]
+                              | "is_set" | "is_not_set" | "within_last_days"
+                              | "more_than_days_ago" | "count_at_least",
+                  "value": ..., "within_last_days": D (event conditions only)}]
+    `builtin` marks the segments every workspace starts with (engagement/builtin_segments.py);
+    they are edited and deleted like any other and listed first.
     """
+
+    class Match(models.TextChoices):
+        ALL = "all", "All conditions"
+        ANY = "any", "Any condition"
 
     class Target(models.TextChoices):
         ACCOUNTS = "accounts", "Accounts"
@@ -24,6 +32,8 @@ class Segment(models.Model):
     name = models.CharField(max_length=200)
     target = models.CharField(max_length=16, choices=Target.choices, default=Target.ACCOUNTS)
     conditions = models.JSONField(default=list, blank=True)
+    match = models.CharField(max_length=3, choices=Match.choices, default=Match.ALL)
+    builtin = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -92,13 +92,14 @@ def test_segment_with_invalid_conditions_is_refused(acme, admin_client):
             "workspace": acme.workspace.id,
             "name": "Hot",
             "target": "accounts",
+            "match": "all",
             "conditions": '[{"field": "metric:engagement_score", "operator": "contains", '
             '"value": "9"}]',
         },
     )
     assert response.status_code == 200
     assert b"contains applies to traits, not metrics" in response.content
-    assert not Segment.objects.exists()
+    assert not Segment.objects.filter(builtin=False).exists()
 
 
 def test_saving_a_segment_computes_its_members(
@@ -113,10 +114,11 @@ def test_saving_a_segment_computes_its_members(
                 "workspace": acme.workspace.id,
                 "name": "Active licenses",
                 "target": "accounts",
+                "match": "all",
                 "conditions": '[{"field": "trait:am.status", "operator": "equals", '
                 '"value": "active"}]',
             },
         )
     assert response.status_code == 302
-    segment = Segment.objects.get()
+    segment = Segment.objects.get(builtin=False)
     assert [m.account.tracking_id for m in SegmentMember.objects.filter(segment=segment)] == ["A"]

@@ -7,11 +7,8 @@ from django.core.exceptions import ValidationError
 
 from engagement.models import Segment, SegmentMember, SegmentMembershipChange
 from engagement.scoring import workspace_refresh, workspace_rescore
-from engagement.segments import (
-    segment_changes_purge,
-    segment_conditions_validate,
-    segment_refresh,
-)
+from engagement.segment_conditions import segment_conditions_validate
+from engagement.segments import segment_changes_purge, segment_refresh
 from tests.engagement.helpers import apply, group, track
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
@@ -80,6 +77,13 @@ def cond(field, operator, value=None):
     return {"field": field, "operator": operator, "value": value}
 
 
+def event_cond(name, times, days=None):
+    condition = {"field": f"event:{name}", "operator": "count_at_least", "value": times}
+    if days is not None:
+        condition["within_last_days"] = days
+    return condition
+
+
 @pytest.mark.parametrize(
     ("condition", "expected"),
     [
@@ -91,6 +95,7 @@ def cond(field, operator, value=None):
         (cond("trait:am.tier", "is_set"), {"A"}),
         (cond("trait:am.tier", "is_not_set"), {"B", "C"}),
         (cond("trait:trialStarted", "within_last_days", 7), {"A"}),
+        (cond("trait:trialStarted", "more_than_days_ago", 7), {"B"}),  # C has no trialStarted
         (cond("metric:engagement_score", "greater_than", 50), {"A"}),
         (cond("metric:engagement_score", "less_than", 50), {"B", "C"}),
         (cond("metric:engagement_score", "equals", 36), {"B"}),
@@ -98,6 +103,13 @@ def cond(field, operator, value=None):
         (cond("metric:active_users", "equals", 0), {"C"}),
         (cond("metric:last_seen", "within_last_days", 1), {"A", "B"}),
         (cond("metric:last_seen", "is_not_set"), {"C"}),
+        (cond("metric:last_seen", "within_last_days", 0), {"A", "B"}),  # today, UTC
+        (cond("metric:last_seen", "more_than_days_ago", 0), set()),
+        # Events, from the rollups: A sent Login three times today, B once.
+        (event_cond("Login", 2), {"A"}),
+        (event_cond("Login", 1, days=0), {"A", "B"}),
+        (event_cond("Login", 4), set()),
+        (event_cond("Logout", 1), set()),
     ],
 )
 def test_each_operator(scored, condition, expected):
@@ -111,6 +123,38 @@ def test_all_conditions_must_hold(scored):
         cond("metric:engagement_score", "greater_than", 0),
     )
     assert members(segment) == {"A"}
+
+
+def test_a_segment_matching_any_condition(scored):
+    segment = Segment.objects.create(
+        workspace=scored.workspace,
+        name="any",
+        match=Segment.Match.ANY,
+        conditions=[cond("trait:plan", "equals", "free"), cond("trait:name", "contains", "inc")],
+    )
+    segment_refresh(segment=segment)
+    assert members(segment) == {"B", "C"}
+    segment.match = Segment.Match.ALL
+    segment.save()
+    segment_refresh(segment=segment)
+    assert members(segment) == set()
+
+
+def test_event_conditions_count_the_days_asked_for(scored):
+    # a1 sent Export 2 times 10 days ago and once today; b1 once, 3 days ago.
+    apply(
+        scored,
+        track("a1", "Export", days_ago=10, times=2),
+        track("a1", "Export"),
+        track("b1", "Export", days_ago=3),
+    )
+    assert members(segment_of(scored, event_cond("Export", 3))) == {"A"}
+    assert members(segment_of(scored, event_cond("Export", 3, days=10))) == {"A"}
+    assert members(segment_of(scored, event_cond("Export", 3, days=9))) == set()
+    assert members(segment_of(scored, event_cond("Export", 1, days=3))) == {"A", "B"}
+    assert members(segment_of(scored, event_cond("Export", 1, days=2))) == {"A"}
+    users = segment_of(scored, event_cond("Export", 2, days=30), target=Segment.Target.USERS)
+    assert members(users) == {"a1"}
 
 
 def test_user_segments_use_user_traits_and_metrics(scored):
@@ -158,7 +202,8 @@ def test_a_user_leaving_a_user_segment_is_logged_with_the_user(scored):
     segment.save()
     segment_refresh(segment=segment)
     assert [c for c in changes(segment) if c[1] == "left"] == [("b1", "left"), ("c1", "left")]
-    assert not SegmentMembershipChange.objects.filter(account__isnull=False).exists()
+    account_changes = SegmentMembershipChange.objects.filter(segment=segment, account__isnull=False)
+    assert not account_changes.exists()
 
 
 def test_changes_older_than_the_retention_are_purged(scored, settings):
@@ -187,13 +232,19 @@ def test_trait_change_moves_membership_on_the_next_refresh(scored, settings):
     [
         ("not a list", "must be a list"),
         ([cond("trait:plan", "matches", "x")], "operator must be one of"),
-        ([cond("plan", "equals", "x")], "field must be 'trait:<key>' or 'metric:<name>'"),
+        ([cond("plan", "equals", "x")], "'trait:<key>', 'metric:<name>' or 'event:<name>'"),
         ([cond("metric:karma", "equals", 1)], "unknown metric 'karma'"),
         ([cond("metric:engagement_score", "contains", "1")], "contains applies to traits"),
         ([cond("metric:engagement_score", "greater_than", "high")], "compares with a number"),
         ([cond("trait:signup", "within_last_days", "7")], "whole number of days"),
         ([cond("metric:raw_score", "within_last_days", 7)], "applies to last_seen"),
         ([cond("trait:plan", "equals")], "equals needs a value"),
+        ([cond("event:Login", "equals", 1)], "operator is count_at_least"),
+        ([event_cond("Login", 0)], "whole number of times"),
+        ([event_cond("Login", 1, days=-1)], "whole number of days"),
+        ([event_cond("", 1)], "needs an event name"),
+        ([{**event_cond("Login", 1), "day": 1}], "unknown keys ['day']"),
+        ([{**cond("trait:plan", "is_set"), "within_last_days": 3}], "unknown keys"),
     ],
 )
 def test_invalid_conditions_are_refused_with_a_clear_message(conditions, message):

@@ -1,0 +1,61 @@
+"""The segments every workspace starts with, as the hosted original names them: four score
+bands, Red Hot and Ice Cold, Recently Inactive, Mature, Active Today and Multi-User. They are
+account segments written in the ordinary condition language (engagement/segment_conditions.py),
+so they are edited, deleted and refreshed like any other; `builtin` only lists them first.
+"""
+
+from __future__ import annotations
+
+from engagement.models import Segment, Workspace
+
+
+def _metric(name: str, operator: str, value: object) -> dict:
+    return {"field": f"metric:{name}", "operator": operator, "value": value}
+
+
+# (name, conditions); scores and score changes are whole numbers, so "greater than 74" is "75
+# and over". Days count from the start of a day (UTC): "within the last 0 days" is today.
+BUILTIN_SEGMENTS: tuple[tuple[str, list[dict]], ...] = (
+    ("Score 75 and over", [_metric("engagement_score", "greater_than", 74)]),
+    (
+        "Score 50-74",
+        [
+            _metric("engagement_score", "greater_than", 49),
+            _metric("engagement_score", "less_than", 75),
+        ],
+    ),
+    (
+        "Score 25-49",
+        [
+            _metric("engagement_score", "greater_than", 24),
+            _metric("engagement_score", "less_than", 50),
+        ],
+    ),
+    ("Score under 25", [_metric("engagement_score", "less_than", 25)]),
+    ("Red Hot", [_metric("score_change", "greater_than", 9)]),
+    ("Ice Cold", [_metric("score_change", "less_than", -9)]),
+    (
+        "Recently Inactive",
+        [
+            _metric("last_seen", "within_last_days", 60),
+            _metric("last_seen", "more_than_days_ago", 30),
+        ],
+    ),
+    ("Mature", [_metric("tenure_days", "greater_than", 180)]),
+    ("Active Today", [_metric("last_seen", "within_last_days", 0)]),
+    ("Multi-User", [_metric("total_users", "greater_than", 1)]),
+)
+
+
+def builtin_segments_create(*, workspace: Workspace) -> list[Segment]:
+    """Give a new workspace the built-in segments (their members come with its next refresh)."""
+    return Segment.objects.bulk_create(
+        Segment(
+            workspace=workspace,
+            name=name,
+            target=Segment.Target.ACCOUNTS,
+            conditions=conditions,
+            builtin=True,
+        )
+        for name, conditions in BUILTIN_SEGMENTS
+    )

@@ -1,0 +1,61 @@
+"""The hosted original's metric names for a page of accounts or users, beside today's fields:
+
+- `score_yesterday`: the stored daily score of yesterday (UTC), or None when history has none;
+- `score_last_period`: the score one lookback period ago (the score row's `previous_score`);
+- `overall_scored_events`: every event ever counted in the daily rollups under an event name the
+  workspace scores (weight above 0; an unlisted name weighs 1), without the daily cap;
+- `recently_scored_events`: the events the score counts in the window (its breakdown's counts,
+  daily cap applied).
+
+Read a page at a time: one query for yesterday's scores and one sum over the rollups of the
+page's ids, through the (product, user, ...) and (account, day) rollup indexes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db.models import Sum
+from django.utils import timezone
+
+from engagement.models import AccountScoreDay, EventRollup, EventWeight, UserScoreDay, Workspace
+
+
+@dataclass(frozen=True, slots=True)
+class PeriodFigures:
+    score_yesterday: int | None
+    overall_scored_events: int
+
+
+def recently_scored_events(breakdown: list[dict]) -> int:
+    """The events a score counted in its window: the sum of its breakdown's counts."""
+    return sum(int(item.get("count") or 0) for item in breakdown)
+
+
+def period_figures(
+    *, workspace: Workspace, target: str, ids: Sequence[int]
+) -> dict[int, PeriodFigures]:
+    """Per account (`target` "account") or user id: yesterday's score and the scored events ever."""
+    if not ids:
+        return {}
+    key = f"{target}_id"
+    days = AccountScoreDay if target == "account" else UserScoreDay
+    yesterday = timezone.now().date() - timedelta(days=1)
+    scores = dict(
+        days.objects.filter(workspace_id=workspace.id, day=yesterday, **{f"{key}__in": ids})
+        .values_list(key, "engagement_score")
+    )
+    unscored = EventWeight.objects.filter(workspace_id=workspace.id, weight=0).values("event_name")
+    events = dict(
+        EventRollup.objects.filter(product_id=workspace.product_id, **{f"{key}__in": ids})
+        .exclude(event_name__in=unscored)
+        .values(key)
+        .annotate(total=Sum("count"))
+        .values_list(key, "total")
+    )
+    return {
+        subject_id: PeriodFigures(scores.get(subject_id), int(events.get(subject_id) or 0))
+        for subject_id in ids
+    }
