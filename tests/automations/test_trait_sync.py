@@ -98,4 +98,6 @@ def test_the_scores_arrive_at_this_service_under_a_second_product(live_door, set
     ann = User.objects.get(product=globex.product, tracking_id="ann")
     assert ann.traits["eds_engagement_score"] == 100
     initech = Account.objects.get(product=globex.product, tracking_id="initech")
-    assert initech.traits["eds_segments"] == [] and "eds_score_change" in initech.traits
+    # Initech scores 100, up 100, and was seen today: three of the built-in segments.
+    assert initech.traits["eds_segments"] == ["Active Today", "Red Hot", "Score 75 and over"]
+    assert "eds_score_change" in initech.traits

@@ -247,7 +247,9 @@ def test_account_page_shows_why_it_scores_what_it_does(acme, vera, scored):
     }
     assert [u.tracking_id for u in ctx["users"]] == ["ann"]
     assert ctx["users"][0].label == "Ann Lee"
-    assert [m.segment.name for m in ctx["segments"]] == ["Enterprise"]
+    names = [m.segment.name for m in ctx["segments"]]
+    assert [m.segment.name for m in ctx["segments"] if not m.segment.builtin] == ["Enterprise"]
+    assert "Score 75 and over" in names and "Score under 25" not in names
     assert dict(ctx["license_traits"]) == {"am.licenseType": "COMMERCIAL", "am.status": "active"}
     assert "am.status" not in dict(ctx["own_traits"])
     history = ctx["history_chart"]
@@ -287,7 +289,11 @@ def test_user_page(acme, vera, scored):
 def test_segments_list_and_page(acme, vera, scored):
     client = signed_in(vera)
     listing = client.get(url(acme.workspace, "segments/"))
-    assert [(s.name, s.member_count) for s in listing.context["segments"]] == [("Enterprise", 1)]
+    listed = [(s.name, s.builtin) for s in listing.context["segments"]]
+    assert listed[:10] == [(name, True) for name in sorted(name for name, _ in listed[:10])]
+    assert [(s.name, s.member_count) for s in listing.context["segments"][10:]] == [
+        ("Enterprise", 1)
+    ]
     page = client.get(url(acme.workspace, f"segments/{scored.enterprise.id}/"))
     assert [m.account_id for m in page.context["members"].items] == [scored.initech.id]
     chart = page.context["changes_chart"]
@@ -316,6 +322,7 @@ def test_a_segment_page_shows_joins_and_leaves_per_day(acme, globex, vera, gus, 
 
 
 def test_no_segments_yet(acme, vera):
+    acme.workspace.segments.all().delete()  # the built-in ones too
     response = signed_in(vera).get(url(acme.workspace, "segments/"))
     assert b"No segments yet" in response.content
 

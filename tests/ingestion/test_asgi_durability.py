@@ -145,10 +145,12 @@ def _identify(user_id: str) -> list:
 
 
 def _terminate_other_sessions() -> None:
-    """What a database restart does to the writer's connection."""
+    """What a database restart does to the writer's connection. Waits (up to 5 s) until each
+    session is gone: a signalled backend that lingers on a loaded machine would still pass the
+    writer's check and die under its next write."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
 
