@@ -3,6 +3,7 @@ account by search, open it, see its score, chart and breakdown, and no request l
 service."""
 
 import os
+import re
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,6 +67,10 @@ def test_sign_in_search_open_an_account_and_stay_on_the_service(
             breakdown = page.locator("#breakdown")
             expect(breakdown).to_contain_text("Report_Created")
             expect(breakdown).to_contain_text("Dashboard_Viewed")
+            # The hosted original's figures: no stored daily score yesterday, scored events.
+            expect(page.locator("#score-yesterday")).to_have_text("–")
+            expect(page.locator("#recently-scored-events")).to_have_text(re.compile(r"^[1-9]\d*$"))
+            expect(page.locator("#overall-scored-events")).to_have_text(re.compile(r"^[1-9]\d*$"))
             page.screenshot(path=str(tmp_path / "account.png"), full_page=True)
         finally:
             browser.close()
