@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from config.login import LoginForm
-from dashboard import export, views
+from dashboard import config_views, export, views
 
 app_name = "dashboard"
 
@@ -36,4 +36,12 @@ urlpatterns = [
         name="segment",
     ),
     path("w/<int:workspace_id>/health/", views.HealthView.as_view(), name="health"),
+    path(
+        "w/<int:workspace_id>/config/", config_views.WorkspaceConfigView.as_view(), name="config"
+    ),
+    path(
+        "w/<int:workspace_id>/config.json",
+        config_views.WorkspaceConfigDownloadView.as_view(),
+        name="config_json",
+    ),
 ]

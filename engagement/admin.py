@@ -34,6 +34,7 @@ from engagement.segment_conditions import (
 )
 from engagement.services import product_create
 from engagement.stored_json import read_traits
+from engagement.workspace_config import account_filter_faults
 
 
 class ProductMembershipInline(admin.TabularInline):
@@ -98,15 +99,9 @@ class WorkspaceForm(forms.ModelForm):
 
     def clean_account_filter(self):
         value = self.cleaned_data.get("account_filter") or {}
-        if not isinstance(value, dict):
-            raise ValidationError('The account filter must be an object: {"trait": value, ...}.')
-        for key, expected in value.items():
-            if not key:
-                raise ValidationError("The account filter has an empty trait name.")
-            if isinstance(expected, dict | list):
-                raise ValidationError(
-                    f"Filter on {key!r}: compare with a text, number, true/false or null value."
-                )
+        faults = account_filter_faults(value)
+        if faults:
+            raise ValidationError(faults)
         return value
 
 

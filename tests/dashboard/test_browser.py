@@ -2,6 +2,7 @@
 account by search, open it, see its score, chart and breakdown, and no request leaves the
 service."""
 
+import json
 import os
 import re
 import shutil
@@ -192,3 +193,28 @@ def scored_key(scored) -> str:
 
     key = IngestionKey.objects.filter(product=scored.initech.product).first()
     return f"Basic {key.key}"
+
+
+def test_a_manager_edits_the_workspace_configuration_in_the_browser(live_server, scored, vera):
+    from playwright.sync_api import expect
+
+    from engagement.models import EventWeight, ProductMembership
+
+    ProductMembership.objects.filter(user=vera).update(role=ProductMembership.Role.MANAGER)
+    base = workspace_url(live_server, scored)  # read before playwright's event loop runs
+    with signed_in_page(live_server) as page:
+        page.goto(f"{base}/segments/")
+        page.get_by_role("link", name="Configuration").click()
+        document = page.get_by_label("Document")
+        config = json.loads(document.input_value())
+        config["weights"]["Report_Created"] = 11
+        document.fill(json.dumps(config, indent=2))
+        page.get_by_role("button", name="Apply").click()
+        expect(page.locator("#config-faults")).to_contain_text("from 0 to 10")
+        config["weights"]["Report_Created"] = 7
+        page.get_by_label("Document").fill(json.dumps(config, indent=2))
+        page.get_by_role("button", name="Apply").click()
+        expect(page.get_by_role("status")).to_contain_text("Applied")
+        page.screenshot(path=str(SHOTS / "config.png"), full_page=True)
+    weight = EventWeight.objects.get(workspace__product=scored.initech.product)
+    assert (weight.event_name, weight.weight) == ("Report_Created", 7)
