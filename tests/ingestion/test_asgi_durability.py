@@ -159,13 +159,15 @@ def test_the_writer_reconnects_after_its_connection_is_lost(transactional_db, mo
     """The writer keeps its connection between batches (no health check per batch). A batch
     that meets a dead connection gets a 503, which clients retry; the next batch reconnects.
     After a pause the connection is checked first, so nobody sees the error."""
-    monkeypatch.setattr(writer_module, "IDLE_CHECK_SECONDS", 0.3)
+    # Long enough that waiting for the sessions to go (a loaded machine: tenths of a second)
+    # does not make usr_bo's write look idle; usr_di's pause is longer.
+    monkeypatch.setattr(writer_module, "IDLE_CHECK_SECONDS", 2.0)
     writer = GroupCommitWriter(gather_seconds=0.001)
 
     async def scenario():
         outcomes = []
         try:
-            for user_id, pause in (("usr_ann", 0), ("usr_bo", 0), ("usr_cy", 0), ("usr_di", 0.6)):
+            for user_id, pause in (("usr_ann", 0), ("usr_bo", 0), ("usr_cy", 0), ("usr_di", 2.3)):
                 if user_id in ("usr_bo", "usr_di"):
                     await asyncio.to_thread(_terminate_other_sessions)
                 await asyncio.sleep(pause)
