@@ -24,7 +24,7 @@ class PostgresIngestion(IngestionBackend):
     def accepted_rows_write(self, rows: list[store.StoredRow]) -> None:
         store.copy_stored_rows(rows)
 
-    def requests_claim(self, limit: int) -> queue.SessionClaim | queue.LoadedClaim:
+    def requests_claim(self, limit: int) -> queue.SessionClaim:
         return queue.claim_in_session_table(limit)
 
     def claimed_delete(self, batch: queue.SessionClaim) -> None:

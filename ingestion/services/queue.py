@@ -218,7 +218,7 @@ _CLAIM_TRIM = """
 _HOLDS_DROP_MARKERS = json.dumps([{"type": acceptance.DROP}])
 
 
-def claim_in_session_table(limit: int) -> SessionClaim | LoadedClaim:
+def claim_in_session_table(limit: int) -> SessionClaim:
     """PostgreSQL: lock the rows into the session table CLAIM, a few statements per drain, and
     bring back one line per ingestion key rather than a line per row."""
     claim = CLAIM.start()
@@ -242,7 +242,7 @@ def claim_in_session_table(limit: int) -> SessionClaim | LoadedClaim:
             per_row = max(messages, 1) / rows
             asked = max(1, min(limit - rows, math.ceil((limit - messages) / per_row)))
         if not rows:
-            return LoadedClaim(0, False, 0, {}, [])
+            return SessionClaim(0, False, 0, {}, claim, 0, 0)
         more = messages >= limit or rows >= limit
         if messages > limit and rows > 1:
             # Rows past the limit stay locked, unapplied, until this drain commits.
