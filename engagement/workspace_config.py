@@ -1,12 +1,15 @@
 """A workspace as code: its whole configuration as one JSON document, read and applied whole.
 
     {"name", "lookback_days", "daily_event_cap", "account_filter",
-     "weights": {event: 0-10}, "segments": [{"name", "target", "match", "conditions"}]}
+     "weights": {event: 0-10}, "features": {name: [events]},
+     "activation": {"users": [steps], "accounts": [steps]},
+     "segments": [{"name", "target", "match", "conditions"}]}
 
 Applying a document checks every part first and lists every fault; nothing changes unless all
 of it is valid, and then all of it changes in one transaction: the settings, the weights (a
-name left out weighs 1 again) and the segments, matched by name (a segment left out is deleted,
-a new name is created, built-in segments keep that mark). What is read after an apply equals
+name left out weighs 1 again), the features and activation steps (replaced whole) and the
+segments, matched by name (a segment left out is deleted, a new name is created, built-in
+segments keep that mark). What is read after an apply equals
 what was applied (segments are listed built-in first, then in the order they were created).
 The workspace is rescored and its segments refreshed once it commits.
 """
@@ -16,6 +19,8 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from engagement.activation import activation_faults, activation_replace, workspace_activation
+from engagement.features import features_faults, features_replace, workspace_features
 from engagement.models import EventWeight, Segment, Workspace
 from engagement.segment_conditions import segment_conditions_validate
 
@@ -25,6 +30,8 @@ DOCUMENT_KEYS = (
     "daily_event_cap",
     "account_filter",
     "weights",
+    "features",
+    "activation",
     "segments",
 )
 SEGMENT_KEYS = ("name", "target", "match", "conditions")
@@ -40,6 +47,8 @@ def workspace_config_get(*, workspace: Workspace) -> dict:
         "daily_event_cap": workspace.daily_event_cap,
         "account_filter": workspace.account_filter,
         "weights": dict(weights),
+        "features": workspace_features(workspace_id=workspace.id),
+        "activation": workspace_activation(workspace_id=workspace.id),
         "segments": [
             {
                 "name": segment.name,
@@ -90,6 +99,10 @@ def workspace_config_faults(document: object) -> list[str]:
         faults += [f"account_filter: {fault}" for fault in filter_faults]
     if "weights" in document:
         faults += _weight_faults(document["weights"])
+    if "features" in document:
+        faults += features_faults(document["features"])
+    if "activation" in document:
+        faults += activation_faults(document["activation"])
     if "segments" in document:
         faults += _segment_faults(document["segments"])
     return faults
@@ -149,6 +162,8 @@ def workspace_config_apply(*, workspace_id: int, document: object) -> dict:
             setattr(workspace, field, document[field])
         workspace.save()
         _weights_replace(workspace, document["weights"])
+        features_replace(workspace=workspace, features=document["features"])
+        activation_replace(workspace=workspace, activation=document["activation"])
         _segments_replace(workspace, document["segments"])
         from engagement.tasks import workspace_rescore
 

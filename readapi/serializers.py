@@ -14,6 +14,8 @@ from datetime import datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from engagement.activation import Activation, activation_progress
+from engagement.features import features_used
 from engagement.models import Account, User
 from engagement.period_figures import PeriodFigures, period_figures, recently_scored_events
 from engagement.presentation import (
@@ -44,13 +46,26 @@ def link(context: dict, route: str, ident: int | None = None, **query: int) -> s
 # --- Shared pieces ----------------------------------------------------------------------------
 
 
-
-
 class BreakdownItemSerializer(serializers.Serializer):
     event = serializers.CharField()
     count = serializers.IntegerField()
     weight = serializers.IntegerField()
     points = serializers.IntegerField(allow_null=True, help_text="count x weight.")
+
+
+class ActivationStepSerializer(serializers.Serializer):
+    step = serializers.CharField(help_text="event:<name> or trait:<name>.")
+    done = serializers.BooleanField()
+    done_at = TimestampField(
+        allow_null=True,
+        help_text="An event step: the UTC day it was first sent (midnight). A trait step: when "
+        "the message that set it was sent.",
+    )
+
+
+class FeatureUseSerializer(serializers.Serializer):
+    feature = serializers.CharField()
+    used = serializers.BooleanField(help_text="Any of its events sent in the window.")
 
 
 class EventWeightSerializer(serializers.Serializer):
@@ -196,7 +211,9 @@ class ScoredRecordSerializer(serializers.Serializer):
     active_days = read(serializers.IntegerField(), lambda s, f: f.score.active_days)
     adoption = read(
         serializers.FloatField(
-            allow_null=True, help_text="Share (0-1) of weighted event names used, four decimals."
+            allow_null=True,
+            help_text="Share (0-1), four decimals, of the workspace's features used in the "
+            "window; without features, of its weighted event names used.",
         ),
         lambda s, f: rounded_fraction(f.score.adoption, SHARE_DECIMALS),
     )
@@ -227,6 +244,28 @@ class ScoredRecordSerializer(serializers.Serializer):
         ),
         lambda s, f: recently_scored_events(f.score.score_breakdown),
     )
+    activation = read(
+        serializers.FloatField(
+            allow_null=True,
+            help_text="Share (0-1) of the workspace's activation steps done, four decimals; "
+            "null when it has none for this kind of record.",
+        ),
+        lambda s, f: s.activation_of(f).share,
+    )
+    activation_steps = read(
+        ActivationStepSerializer(many=True),
+        lambda s, f: [
+            {"step": d.step, "done": d.done, "done_at": timestamp(d.done_at)}
+            for d in s.activation_of(f).steps
+        ],
+    )
+    features = read(
+        FeatureUseSerializer(many=True),
+        lambda s, f: [
+            {"feature": u.feature, "used": u.used}
+            for u in s.page_read(f, "features", features_used)
+        ],
+    )
     last_seen = read(TimestampField(allow_null=True), lambda s, f: timestamp(s.seen_last(f)))
     tenure_days = read(
         serializers.IntegerField(
@@ -255,19 +294,26 @@ class ScoredRecordSerializer(serializers.Serializer):
     def subject(self, found):
         raise NotImplementedError
 
-    def period(self, found) -> PeriodFigures:
-        """The record's period figures, read once for the whole page it is on."""
-        figures = getattr(self, "_period_figures", None)
-        subject_id = self.subject(found).id
-        if figures is None or subject_id not in figures:
+    def page_read(self, found, name: str, load: Callable) -> object:
+        """The record's value from `load(workspace, target, ids)`, called once for the whole page
+        the record is on (a dict by subject id)."""
+        cache = self.__dict__.setdefault("_page_values", {})
+        values, subject_id = cache.get(name), self.subject(found).id
+        if values is None or subject_id not in values:
             page = getattr(self.parent, "instance", None) or [found]
-            figures = period_figures(
+            values = load(
                 workspace=self.context["workspace"],
                 target=self.route.removeprefix("read-"),
                 ids=[self.subject(item).id for item in page],
             )
-            self._period_figures = figures
-        return figures[subject_id]
+            cache[name] = values
+        return values[subject_id]
+
+    def period(self, found) -> PeriodFigures:
+        return self.page_read(found, "period", period_figures)
+
+    def activation_of(self, found) -> Activation:
+        return self.page_read(found, "activation", activation_progress)
 
     def fallback_first_seen(self, subject):
         raise NotImplementedError

@@ -4,6 +4,7 @@ from engagement.models.erasure import Erasure, Suppression
 from engagement.models.events import Event, EventActivity, EventDayTally, EventName, EventRollup
 from engagement.models.people import Account, Membership, TraitsMixin, User, UserAlias
 from engagement.models.products import EventWeight, Product, ProductMembership, Workspace
+from engagement.models.progress import ActivationStep, Feature
 from engagement.models.scores import (
     AccountScore,
     AccountScoreDay,
@@ -18,6 +19,7 @@ from engagement.models.segments import Segment, SegmentMember, SegmentMembership
 
 __all__ = [
     "Account",
+    "ActivationStep",
     "AccountScore",
     "AccountScoreDay",
     "Erasure",
@@ -27,6 +29,7 @@ __all__ = [
     "EventName",
     "EventRollup",
     "EventWeight",
+    "Feature",
     "Membership",
     "Product",
     "ProductMembership",

@@ -1,5 +1,6 @@
-"""Per scoped user or account: raw score now and one period earlier, events, event names used,
-active days and the breakdown, read from the daily rollups into eds_t_user or eds_t_account.
+"""Per scoped user or account: raw score now and one period earlier, events, what adoption counts
+(features used, else weighted event names used), active days and the breakdown, read from the
+daily rollups into eds_t_user or eds_t_account.
 
 One aggregation serves both targets; what differs between them is data (`Target`). It runs as a
 single pass on PostgreSQL, where the active days of each event travel as a bit mask, and through
@@ -50,7 +51,7 @@ def aggregate(run: ScoringRun, target: Target) -> None:
     run.temp(
         target.table,
         f"{target.key} BIGINT PRIMARY KEY, raw {f}, previous_raw {f}, events BIGINT, "
-        f"names_used INTEGER, active_days INTEGER, breakdown TEXT{last_at}",
+        f"adopted INTEGER, active_days INTEGER, breakdown TEXT{last_at}",
     )
     if run.sql.postgres:
         _single_pass(run, target)
@@ -91,19 +92,23 @@ def _single_pass(run: ScoringRun, target: Target) -> None:
             GROUP BY r.{key}, r.event_name, r.day
         """
     event_last_at, last_at_column, last_at_value = "", "", ""
+    feature, adopted = "", "COUNT(*) FILTER (WHERE e.weight > 0 AND e.counted > 0)"
+    if run.has_features:
+        feature = ", CAST(%(features)s AS JSONB) ->> ev.event_name AS feature"
+        adopted = "COUNT(DISTINCT e.feature) FILTER (WHERE e.n > 0)"
     if target.tracks_last_at:
         event_last_at = ", MAX(d.last_at) FILTER (WHERE d.day >= %(start)s) AS last_at"
         last_at_column, last_at_value = ", last_at", ", MAX(e.last_at)"
     run.run(
         f"""
-        INSERT INTO {target.table} ({key}, raw, previous_raw, events, names_used, active_days,
+        INSERT INTO {target.table} ({key}, raw, previous_raw, events, adopted, active_days,
             breakdown{last_at_column})
         SELECT e.{key}, SUM(e.counted * e.weight), SUM(e.previous_counted * e.weight),
-            SUM(e.n), COUNT(*) FILTER (WHERE e.weight > 0 AND e.counted > 0),
+            SUM(e.n), {adopted},
             COALESCE(bit_count(CAST(bit_or(e.days) FILTER (WHERE e.weight > 0) AS BIT(64))), 0),
             {sql.breakdown("e")}{last_at_value}
         FROM (
-            SELECT ev.*, {run.weight_of("ev.event_name")} AS weight FROM (
+            SELECT ev.*, {run.weight_of("ev.event_name")} AS weight{feature} FROM (
                 SELECT d.{key}, d.event_name,
                     COALESCE(SUM(d.counted) FILTER (WHERE d.day >= %(start)s), 0) AS counted,
                     COALESCE(SUM(d.n) FILTER (WHERE d.day >= %(start)s), 0) AS n,
@@ -136,6 +141,10 @@ def _through_day_tables(run: ScoringRun, target: Target) -> None:
             ", MAX(e.last_at)",
         )
     column, insert, from_rollups, from_days, from_events = last_at
+    adopted, feature_join = "COUNT(CASE WHEN e.weight > 0 AND e.counted > 0 THEN 1 END)", ""
+    if run.has_features:
+        adopted = "COUNT(DISTINCT CASE WHEN e.n > 0 THEN f.feature END)"
+        feature_join = "LEFT JOIN eds_t_feature f ON f.event_name = e.event_name"
     run.temp(
         f"eds_t_{name}_day",
         f"{key} BIGINT, event_name VARCHAR(255), day DATE, n BIGINT, counted BIGINT, "
@@ -168,12 +177,12 @@ def _through_day_tables(run: ScoringRun, target: Target) -> None:
     )
     run.run(
         f"""
-        INSERT INTO {target.table} ({key}, raw, previous_raw, events, names_used, active_days,
+        INSERT INTO {target.table} ({key}, raw, previous_raw, events, adopted, active_days,
             breakdown{insert})
         SELECT e.{key}, SUM(e.counted * e.weight), SUM(e.previous_counted * e.weight),
-            SUM(e.n), COUNT(CASE WHEN e.weight > 0 AND e.counted > 0 THEN 1 END),
+            SUM(e.n), {adopted},
             COALESCE(MAX(d.days), 0), {sql.breakdown("e")}{from_events}
-        FROM eds_t_{name}_event e
+        FROM eds_t_{name}_event e {feature_join}
         LEFT JOIN (
             SELECT {key}, COUNT(DISTINCT day) AS days FROM eds_t_{name}_day
             WHERE cur = 1 AND weight > 0 AND counted > 0 GROUP BY {key}

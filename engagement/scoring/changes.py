@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from engagement.features import workspace_features
 from engagement.models import EventWeight, ScoringState, Workspace
 from engagement.scoring.run import ScoringRun, db_datetime
 
@@ -33,6 +34,9 @@ def workspace_config_digest(*, workspace: Workspace) -> str:
         "account_filter": workspace.account_filter or {},
         "weights": weights,
     }
+    features = workspace_features(workspace_id=workspace.id)
+    if features:  # adoption counts features then (left out otherwise: digests stay as they were)
+        config["features"] = features
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
 
 

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import connection
 
 from engagement.backends import database_backend
+from engagement.features import workspace_features
 from engagement.models import Account, ScoringState, Workspace
 from engagement.scoring.formula import scoring_window
 from engagement.segments import accounts_admitted
@@ -91,23 +92,39 @@ class WorkspaceRun(StatementRunner):
         self.workspace = workspace
         self.cap = workspace.daily_event_cap
         self.filtered = bool(workspace.account_filter)
-        self.weighted_names = 0
+        # Adoption's denominator: the number of features, else of weighted names (load_weights).
+        self.adoption_total = 0
+        self.has_features = False
 
     def capped(self, expr: str) -> str:
         """A day's count of one event, at most the workspace's daily cap."""
         return self.sql.at_most(expr, self.cap)
 
     def load_weights(self) -> None:
-        """The workspace's event weights, as table eds_t_weight and as the %(weights)s JSON."""
+        """The workspace's event weights, as table eds_t_weight and as the %(weights)s JSON, and
+        adoption's denominator (with its features, when the workspace defines any)."""
         self.temp("eds_t_weight", "event_name VARCHAR(255) PRIMARY KEY, weight INTEGER NOT NULL")
         weights = list(self.workspace.weights.values_list("event_name", "weight"))
         self.cursor.executemany(
             "INSERT INTO eds_t_weight (event_name, weight) VALUES (%s, %s)", weights
         )
         self.params["weights"] = json.dumps(dict(weights))
-        # Adoption is a share of the workspace's weighted names: every name the product sent
-        # that is not excluded (unlisted names weigh 1).
-        self.weighted_names = int(
+        features = workspace_features(workspace_id=self.workspace.id)
+        if features:
+            # Adoption is the share of features used; an event's feature by number, looked up
+            # like the weights (table eds_t_feature on SQLite, %(features)s on PostgreSQL).
+            feature_of = {e: n for n, events in enumerate(features.values()) for e in events}
+            self.temp("eds_t_feature", "event_name VARCHAR(255) PRIMARY KEY, feature INTEGER")
+            self.cursor.executemany(
+                "INSERT INTO eds_t_feature (event_name, feature) VALUES (%s, %s)",
+                list(feature_of.items()),
+            )
+            self.params["features"] = json.dumps(feature_of)
+            self.has_features, self.adoption_total = True, len(features)
+            return
+        # Without features, adoption is a share of the workspace's weighted names: every name
+        # the product sent that is not excluded (unlisted names weigh 1).
+        self.adoption_total = int(
             self.scalar(
                 """
                 SELECT COUNT(*) FROM engagement_eventname n

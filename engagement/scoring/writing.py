@@ -53,7 +53,7 @@ def write_users(run: ScoringRun) -> None:
     score = sql.score("COALESCE(u.raw, 0)", "%(p90)s")
     previous = sql.score("COALESCE(u.previous_raw, 0)", "%(previous_p90)s")
     adoption = (
-        f"CAST(COALESCE(u.names_used, 0) AS {sql.float}) / %(names)s" if run.weighted_names else "0"
+        f"CAST(COALESCE(u.adopted, 0) AS {sql.float}) / %(names)s" if run.adoption_total else "0"
     )
     started = f"COALESCE({sql.created_date('usr.traits')}, usr.first_seen_at)"
     # An incremental refresh leaves ranks to update_ranks; a full rescore writes them here.
@@ -61,7 +61,7 @@ def write_users(run: ScoringRun) -> None:
     extra = {
         "p90": run.state.p90,
         "previous_p90": run.state.previous_p90,
-        "names": float(run.weighted_names or 1),
+        "names": float(run.adoption_total or 1),
     }
     scope, in_scope, population = _in_scope(run, "user")
     rank, rank_join = "0", ""
@@ -265,14 +265,14 @@ def write_accounts(run: ScoringRun) -> None:
     score = f"{sql.round_half_up('COALESCE(mb.mean, 0)')}"
     previous = f"{sql.round_half_up('COALESCE(mb.previous_mean, 0)')}"
     adoption = (
-        f"CAST(COALESCE(a.names_used, 0) AS {sql.float}) / %(names)s" if run.weighted_names else "0"
+        f"CAST(COALESCE(a.adopted, 0) AS {sql.float}) / %(names)s" if run.adoption_total else "0"
     )
     started = f"COALESCE({sql.created_date('acc.traits')}, mb.first_seen, acc.created_at)"
     share = (
         f"(CASE WHEN COALESCE(mb.total, 0) = 0 THEN 0 "
         f"ELSE CAST(mb.active AS {sql.float}) / mb.total END)"
     )
-    extra = {"names": float(run.weighted_names or 1)}
+    extra = {"names": float(run.adoption_total or 1)}
     scope, in_scope, population = _in_scope(run, "account")
     rank, rank_join = "0", ""
     if run.is_full:

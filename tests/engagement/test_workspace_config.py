@@ -31,6 +31,8 @@ def test_a_new_workspace_prints_its_defaults_and_built_in_segments(acme):
         "daily_event_cap": None,
         "account_filter": {},
         "weights": {},
+        "features": {},
+        "activation": {"users": [], "accounts": []},
     }
     assert [s["name"] for s in config["segments"]] == [name for name, _ in BUILTIN_SEGMENTS]
     assert config["segments"][0] == {
@@ -51,6 +53,8 @@ def test_what_is_printed_after_an_apply_equals_what_was_applied(acme, monkeypatc
         daily_event_cap=50,
         account_filter={"plan": "enterprise"},
         weights={"Login": 3, "Export": 10, "Heartbeat": 0},
+        features={"Exports": ["Export", "Export PDF"], "Sign-in": ["Login"]},
+        activation={"users": ["event:Login", "trait:role"], "accounts": ["trait:plan"]},
     )
     document["segments"] = [s for s in document["segments"] if s["name"] != "Mature"]
     document["segments"][0]["conditions"][0]["value"] = 79  # a built-in one, edited
@@ -89,7 +93,8 @@ def test_an_invalid_document_lists_every_fault_and_changes_nothing(acme, monkeyp
     before = workspace_config_get(workspace=acme.workspace)
     document = json.loads(json.dumps(before))
     document["weights"] = {"Login": 11}
-    document["features"] = {}
+    document["features"] = {"Reports": ["Report Created"], "Sharing": ["Report Created"]}
+    document["activation"]["users"] = ["Signed Up"]
     document["segments"].append(
         {
             "name": "Odd",
@@ -103,7 +108,11 @@ def test_an_invalid_document_lists_every_fault_and_changes_nothing(acme, monkeyp
         printed(acme.workspace, json.dumps(document), monkeypatch)
     message = str(refused.value)
     assert message.startswith("Nothing was changed:")
-    assert "Unknown key 'features'." in message
+    assert (
+        "features: event 'Report Created' is listed in 'Reports' too; an event belongs to one "
+        "feature." in message
+    )
+    assert "activation.users: 'Signed Up' is not 'event:<name>' or 'trait:<name>'" in message
     assert "weights: 'Login' must weigh a whole number from 0 to 10." in message
     assert "segments[11]: Condition 1: an event condition's operator is count_at_least." in message
     assert "segments[12]: a second segment named 'Score 75 and over'." in message

@@ -200,8 +200,9 @@ def test_list_query_count_does_not_grow_with_the_page(read, acme, django_assert_
             score_account(acme.workspace, account, n)
         join(segment, account=account, joined_at=timezone.now())
 
-    # token, token touch, workspace (+ weights), counts x2, ids, rows, unscored, segments
-    with django_assert_max_num_queries(10):
+    # token, token touch, workspace (+ weights), counts x2, ids, rows, unscored, segments,
+    # the workspace's features and activation steps
+    with django_assert_max_num_queries(12):
         response = read(
             acme,
             "/v2/accounts",
