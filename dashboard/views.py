@@ -30,6 +30,8 @@ from dashboard.charts import (
 )
 from dashboard.forms import PER_PAGE, AccountListForm
 from engagement import health, selectors
+from engagement.activation import activation_progress
+from engagement.features import features_used
 from engagement.history import account_score_history, user_score_history
 from engagement.memberships import (
     can_manage_product,
@@ -196,13 +198,19 @@ TRAIT_COLUMNS = (
 )
 
 
-def _subject_context(*, found, period, last_seen, days: int, history, activity) -> dict:
-    """What an account's and a user's page share: score, charts, breakdown and traits."""
+def _subject_context(
+    *, workspace, target: str, subject_id: int, found, last_seen, days: int, history, activity
+) -> dict:
+    """What an account's and a user's page share: score, charts, breakdown, activation, features
+    and traits."""
     own, license_ = split_traits(found.traits)
     score = found.score
+    ids = [subject_id]
     return {
         "score": score,
-        "period": period,
+        "period": period_figures(workspace=workspace, target=target, ids=ids)[subject_id],
+        "activation": activation_progress(workspace=workspace, target=target, ids=ids)[subject_id],
+        "features": features_used(workspace=workspace, target=target, ids=ids)[subject_id],
         "recently_scored_events": recently_scored_events(score.score_breakdown or []),
         "last_seen": last_seen,
         "days": days,
@@ -230,10 +238,10 @@ class AccountView(WorkspaceView):
         days = _span(request)
         found = selectors.account_score_get(workspace=self.workspace, account=account)
         shared = _subject_context(
+            workspace=self.workspace,
+            target="account",
+            subject_id=account.id,
             found=found,
-            period=period_figures(workspace=self.workspace, target="account", ids=[account.id])[
-                account.id
-            ],
             last_seen=account_last_seen(found.score),
             days=days,
             history=account_score_history(
@@ -263,8 +271,10 @@ class UserView(WorkspaceView):
         days = _span(request)
         found = selectors.user_score_get(workspace=self.workspace, user=user)
         shared = _subject_context(
+            workspace=self.workspace,
+            target="user",
+            subject_id=user.id,
             found=found,
-            period=period_figures(workspace=self.workspace, target="user", ids=[user.id])[user.id],
             last_seen=user_last_seen(user, found.score),
             days=days,
             history=user_score_history(workspace_id=self.workspace.id, user_id=user.id, days=days),

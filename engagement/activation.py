@@ -24,7 +24,6 @@ from engagement.models import Account, ActivationStep, EventRollup, User, Worksp
 
 KINDS = ("event", "trait")
 NAME_MAX = 255
-SHARE_DECIMALS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +35,7 @@ class StepDone:
 
 @dataclass(frozen=True, slots=True)
 class Activation:
-    share: float | None  # None when the workspace has no steps for this target
+    share: float | None  # exact; None when the workspace has no steps for this target
     steps: list[StepDone]
 
 
@@ -171,6 +170,5 @@ def activation_progress(
             else:
                 times = trait_times[name]
                 done.append(StepDone(step, subject_id in times, _at_ms(times.get(subject_id))))
-        share = round(sum(s.done for s in done) / len(done), SHARE_DECIMALS)
-        progress[subject_id] = Activation(share, done)
+        progress[subject_id] = Activation(sum(s.done for s in done) / len(done), done)
     return progress

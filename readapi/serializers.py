@@ -250,7 +250,7 @@ class ScoredRecordSerializer(serializers.Serializer):
             help_text="Share (0-1) of the workspace's activation steps done, four decimals; "
             "null when it has none for this kind of record.",
         ),
-        lambda s, f: s.activation_of(f).share,
+        lambda s, f: rounded_fraction(s.activation_of(f).share, SHARE_DECIMALS),
     )
     activation_steps = read(
         ActivationStepSerializer(many=True),

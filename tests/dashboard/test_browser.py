@@ -218,3 +218,28 @@ def test_a_manager_edits_the_workspace_configuration_in_the_browser(live_server,
         page.screenshot(path=str(SHOTS / "config.png"), full_page=True)
     weight = EventWeight.objects.get(workspace__product=scored.initech.product)
     assert (weight.event_name, weight.weight) == ("Report_Created", 7)
+
+
+def test_activation_and_features_show_on_the_account_page(live_server, scored, vera):
+    from playwright.sync_api import expect
+
+    from engagement.workspace_config import workspace_config_apply, workspace_config_get
+
+    workspace = scored.initech.product.workspaces.get()
+    document = workspace_config_get(workspace=workspace)
+    document["features"] = {"Reporting": ["Report_Created"], "Alerts": ["Alert_Set"]}
+    document["activation"]["accounts"] = ["event:Report_Created", "trait:crm_id"]
+    workspace_config_apply(workspace_id=workspace.id, document=document)
+    account_url = f"{workspace_url(live_server, scored)}/accounts/{scored.initech.id}/"
+    with signed_in_page(live_server) as page:
+        page.goto(account_url)
+        expect(page.locator("#activation")).to_have_text("50% of steps done")
+        steps = page.locator("#activation-steps li")
+        expect(steps.nth(0)).to_contain_text("event:Report_Created")
+        expect(steps.nth(0)).to_contain_text("since")
+        expect(steps.nth(1)).to_contain_text("trait:crm_id")
+        expect(steps.nth(1)).to_contain_text("not yet")
+        features = page.locator("#features li")
+        expect(features.nth(0)).to_have_text(re.compile(r"Reporting\s+used"))
+        expect(features.nth(1)).to_have_text(re.compile(r"Alerts\s+not used"))
+        page.screenshot(path=str(SHOTS / "account-progress.png"), full_page=True)

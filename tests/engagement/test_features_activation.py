@@ -126,7 +126,7 @@ def test_a_users_activation_is_the_share_of_steps_done(onboarding):
     ada = onboarding.product.users.get(tracking_id="ada")
     bob = onboarding.product.users.get(tracking_id="bob")
     found = activation_progress(workspace=onboarding.workspace, target="user", ids=[ada.id, bob.id])
-    assert found[ada.id].share == 0.6667
+    assert found[ada.id].share == pytest.approx(2 / 3)
     assert [(s.step, s.done, s.done_at) for s in found[ada.id].steps] == [
         ("event:Signed Up", True, day_start(35)),  # the first day it was sent
         ("event:Invited Teammate", False, None),
