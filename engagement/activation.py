@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 
 from django.db.models import BigIntegerField, Min
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast
 
 from engagement.models import Account, ActivationStep, EventRollup, User, Workspace
+from engagement.segments import TraitText
 
 KINDS = ("event", "trait")
 NAME_MAX = 255
@@ -110,22 +110,17 @@ def _first_sent(product_id: int, names: list[str], owner: str, ids: Sequence[int
 
 
 def _trait_set(model, owner: str, name: str, ids: Sequence[int]) -> dict[int, int | None]:
-    """{subject id: earliest time (ms) the trait got its value} among rows whose trait is set."""
+    """{subject id: earliest time (ms) the trait got its value} among rows whose trait is set
+    (TraitText takes the name literally, and reads a null as NULL on both databases)."""
     rows = (
-        model.objects.filter(traits__has_key=name, **{f"{owner}__in": list(ids)})
-        .annotate(
-            value=KeyTransform(name, "traits"),
-            at=Cast(KeyTextTransform(name, "trait_times"), output_field=BigIntegerField()),
-        )
-        .values_list(owner, "value", "at")
+        model.objects.filter(**{f"{owner}__in": list(ids)})
+        .annotate(value=TraitText(name, "traits"))
+        .filter(value__isnull=False)
+        .values(owner)
+        .annotate(at=Min(Cast(TraitText(name, "trait_times"), output_field=BigIntegerField())))
+        .values_list(owner, "at")
     )
-    found: dict[int, int | None] = {}
-    for subject_id, value, at in rows:
-        if value is None:  # set to null: not set (filtering on it in SQL would mean has_key)
-            continue
-        earlier = found.get(subject_id)
-        found[subject_id] = at if subject_id not in found or earlier is None else min(earlier, at)
-    return found
+    return dict(rows)
 
 
 def _at_day(day: date) -> datetime:

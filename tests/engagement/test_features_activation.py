@@ -174,3 +174,13 @@ def test_invalid_steps_are_refused_and_nothing_changes(acme, activation, fault):
         workspace_config_apply(workspace_id=acme.workspace.id, document=document)
     assert any(message.startswith(fault) for message in refused.value.messages)
     assert workspace_config_get(workspace=acme.workspace) == before
+
+
+def test_a_trait_step_takes_its_name_literally(acme):
+    document = workspace_config_get(workspace=acme.workspace)
+    document["activation"]["users"] = ["trait:0", "trait:a.b", "trait:2147483648"]
+    workspace_config_apply(workspace_id=acme.workspace.id, document=document)
+    apply(acme, identify("ada", {"0": "zero", "a.b": False, "2147483648": 1}))
+    ada = acme.product.users.get(tracking_id="ada")
+    found = activation_progress(workspace=acme.workspace, target="user", ids=[ada.id])
+    assert [s.done for s in found[ada.id].steps] == [True, True, True]
