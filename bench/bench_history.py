@@ -120,11 +120,9 @@ def late_events(workspace, rows: list) -> tuple[object, object]:
     """BENCH_BACKFILL_USERS (1,000) users' events of five days ago arrive today (3 each, under a
     name and account they already have that day), applied as the drain applies them; the
     refresh tick's check finds the noted day and the history update recomputes from it."""
-    from django.db import transaction
-
-    from engagement.event_store import events_store
     from engagement.history import score_history_backfill_is_due, score_history_update
     from engagement.models import EventRollup
+    from engagement.services import Message, messages_apply
 
     users = int(os.environ.get("BENCH_BACKFILL_USERS", "1000"))
     backfilled_day = datetime.now(UTC).date() - timedelta(days=5)
@@ -132,21 +130,20 @@ def late_events(workspace, rows: list) -> tuple[object, object]:
         datetime(backfilled_day.year, backfilled_day.month, backfilled_day.day, 12, tzinfo=UTC)
         .timestamp() * 1000
     )  # fmt: skip
-    picked: dict[int, tuple[int | None, str]] = {}
-    for user_id, account_id, name in (
+    picked: dict[str, tuple[str | None, str]] = {}
+    for user_tid, account_tid, name in (
         EventRollup.objects.filter(product_id=workspace.product_id, day=backfilled_day)
         .order_by("user_id")
-        .values_list("user_id", "account_id", "event_name")[: users * 5]
+        .values_list("user__tracking_id", "account__tracking_id", "event_name")[: users * 5]
     ):
-        picked.setdefault(user_id, (account_id, name))
-    events = [
-        (user_id, account_id, name, noon_ms + k)
-        for user_id, (account_id, name) in list(picked.items())[:users]
+        picked.setdefault(user_tid, (account_tid, name))
+    tracks = [
+        Message("track", noon_ms + k, user_id=user_tid, group_id=account_tid, event=name)
+        for user_tid, (account_tid, name) in list(picked.items())[:users]
         for k in range(3)
     ]
     started = time.monotonic()
-    with transaction.atomic():
-        events_store(product_id=workspace.product_id, events=events)
+    messages_apply(product_id=workspace.product_id, messages=tracks)
     applied_s = time.monotonic() - started
     started = time.monotonic()
     due = score_history_backfill_is_due(workspace_id=workspace.id)
@@ -167,7 +164,7 @@ def late_events(workspace, rows: list) -> tuple[object, object]:
         (
             "  its events applied; noted",
             f"{applied_s:.1f} s",
-            f"{len(events):,} events of {len(events) // 3:,} users; the refresh tick's check "
+            f"{len(tracks):,} events of {len(tracks) // 3:,} users; the refresh tick's check "
             f"{due_ms:.1f} ms, due: {due}",
         )
     )

@@ -1,26 +1,56 @@
 """Storing tracked events: the raw rows, their daily rollups, the product's event names, and the
 users' first and last seen times. The busiest write of the service.
 
-What is stored is said here; how is the database backend's (engagement/backends): on PostgreSQL
-the events are formatted once as COPY text into a session-local staging table and everything
-else is derived from it by set-based SQL, so the work per event in Python is one line of text;
-on SQLite (the embedded mode) the same results come from Python aggregation and multi-row
-statements.
+Events come from the staged tracks (track_staging), and which account each counts for is decided
+here, once, in SQL on every database (STAGED_EVENTS). What is stored is said here; how is the
+database backend's (engagement/backends): on PostgreSQL everything is derived from the staged
+events by set-based SQL, with no Python object per event; on SQLite (the embedded mode) the same
+results come from Python aggregation and multi-row statements.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
 
 from engagement.backends import database_backend
+from engagement.people_rows import LATEST_LINKED_ACCOUNTS
+from engagement.track_staging import StagedTracks
+
+if TYPE_CHECKING:
+    from engagement.scoring.dialect import Dialect
 
 # (user id, account id or None, event name, Unix milliseconds)
 NewEvent = tuple[int, int | None, str, int]
+
+_UNLINKED_USERS = (
+    "SELECT users.id FROM tracks t JOIN users ON users.tid = t.user_tid WHERE t.group_tid IS NULL"
+)
+
+
+def staged_events_select(dialect: Dialect) -> str:
+    """The staged tracks as events (user_id, account_id, name, ms), parameters `users` and
+    `accounts` (StagedTrackIds, bound as JSON objects of tracking id to id). An event counts for
+    the account its track names, else its user's most recently linked account
+    (people_rows.LATEST_LINKED_ACCOUNTS, looked up once per user)."""
+    return f"""
+    WITH tracks (user_tid, group_tid, name, ms) AS (
+            SELECT {", ".join(StagedTracks.COLUMNS)} FROM {StagedTracks.TABLE}),
+         users AS ({dialect.json_object_rows("%(users)s")}),
+         accounts AS ({dialect.json_object_rows("%(accounts)s")}),
+         latest AS ({LATEST_LINKED_ACCOUNTS.format(users=_UNLINKED_USERS)})
+    SELECT users.id AS user_id, COALESCE(accounts.id, latest.account_id) AS account_id,
+           t.name, t.ms
+    FROM tracks t
+    JOIN users ON users.tid = t.user_tid
+    LEFT JOIN accounts ON accounts.tid = t.group_tid
+    LEFT JOIN latest ON latest.user_id = users.id AND t.group_tid IS NULL"""  # noqa: S608
+
 
 # Event names already recorded, per process: most batches then skip that statement.
 _known_event_names: set[tuple[int, str]] = set()
@@ -41,15 +71,11 @@ class StoredEvents:
     account_ids: frozenset[int] = frozenset()
 
 
-def events_store(
-    *, product_id: int, events: Sequence[NewEvent], staged: StagedTrackIds | None = None
-) -> StoredEvents:
-    """Store these events and, on PostgreSQL with `staged`, the staged tracks (see
-    track_staging), whose users and accounts `staged` maps to ids; a staged track without an
-    account counts for its user's most recently linked account."""
-    if not events and staged is None:
-        return StoredEvents()
-    stored, names = database_backend().events_store(product_id, events, staged)
+def events_store(*, product_id: int, staged: StagedTrackIds) -> StoredEvents:
+    """Store the staged tracks (see track_staging) as events, whose users and accounts `staged`
+    maps to ids (staged_events_select): the raw rows, their rollups, the day's tallies, the
+    activity scoring reads, the history's backfill notes, and first and last seen."""
+    stored, names = database_backend().events_store(product_id, staged)
     if names:
         # Remembered once committed: a rolled-back apply must not hide a name it never stored.
         known = {(product_id, name) for name in names}
@@ -72,6 +98,7 @@ def backfill_before(now: datetime) -> date:
 
 
 # --- Daily tallies -----------------------------------------------------------------------------
+
 
 def event_tallies_compact() -> int:
     """Fold the tally rows of each (product, day, event name) into one, or none when they sum

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db import connection
 from django.utils import timezone
 
 from engagement import bulk
@@ -191,8 +190,7 @@ def links_upsert(links: dict[tuple[int, int], datetime]) -> None:
 
 # Which account an event counts for when its message names none: its user's most recently
 # linked account (ties: the larger account id). The one definition of the rule, as SQL both
-# databases run, for the users `{users}` selects (a subquery or a list of ids): the drain's SQL
-# route (engagement/backends/pg_events.py) and `latest_account_by_user` below.
+# databases run, for the users `{users}` selects (a subquery): event_store.staged_events_select.
 LATEST_LINKED_ACCOUNTS = """
     SELECT m.user_id, m.account_id FROM engagement_membership m
     WHERE m.user_id IN ({users}) AND NOT EXISTS (
@@ -200,18 +198,6 @@ LATEST_LINKED_ACCOUNTS = """
         WHERE n.user_id = m.user_id
           AND (n.linked_at > m.linked_at
                OR (n.linked_at = m.linked_at AND n.account_id > m.account_id)))"""
-
-
-def latest_account_by_user(user_ids: set[int]) -> dict[int, int]:
-    """Each of these users' most recently linked account (LATEST_LINKED_ACCOUNTS)."""
-    latest: dict[int, int] = {}
-    with connection.cursor() as cursor:
-        for chunk in chunks(sorted(user_ids)):
-            cursor.execute(
-                LATEST_LINKED_ACCOUNTS.format(users=", ".join(["%s"] * len(chunk))), list(chunk)
-            )
-            latest.update(cursor.fetchall())
-    return latest
 
 
 def users_write(users: Iterable[UserState], now: datetime) -> None:

@@ -24,7 +24,6 @@ from engagement.people_rows import (
     UserState,
     accounts_lock_or_create,
     accounts_write,
-    latest_account_by_user,
     links_upsert,
     merge_traits,
     ms_to_datetime,
@@ -32,7 +31,7 @@ from engagement.people_rows import (
     users_write,
 )
 from engagement.presentation import MARKETPLACE_PREFIX
-from engagement.track_staging import StagedTracks
+from engagement.track_staging import StagedTracks, staged_tracks_start
 
 MessageType = Literal["identify", "group", "track", "alias"]
 
@@ -76,24 +75,16 @@ def workspace_create(*, product: Product, name: str) -> Workspace:
     return workspace
 
 
-_Track = tuple[UserState, str | None, str, int]  # (user, account tracking id, event, ms)
-
-
 def _messages_fold(
     ordered: Sequence[Message],
     users: dict[str, UserState],
     accounts: dict[str, AccountState],
-) -> tuple[dict[tuple[int, int], datetime], list[_Track]]:
+) -> dict[tuple[int, int], datetime]:
     """Fold identifies and groups, oldest first, into the locked users and accounts (traits,
-    identified, first seen); returns the (user, account) links with their latest time, and the
-    tracks, whose first and last seen come from the events, in SQL."""
+    identified, first seen); returns the (user, account) links with their latest time."""
     links: dict[tuple[int, int], datetime] = {}
-    tracks: list[_Track] = []
     for message in ordered:
         user = users.get(message.user_id) if message.user_id else None
-        if message.message_type == "track":
-            tracks.append((user, message.group_id, message.event, message.timestamp_ms))
-            continue
         when = ms_to_datetime(message.timestamp_ms)
         account = accounts.get(message.group_id) if message.group_id else None
         if user is not None and (user.first_seen_at is None or when < user.first_seen_at):
@@ -114,20 +105,22 @@ def _messages_fold(
             if key not in links or when > links[key]:
                 links[key] = when
             user.changed = True
-    return links, tracks
+    return links
 
 
-def _track_events(
-    tracks: list[_Track], accounts: dict[str, AccountState]
-) -> list[tuple[int, int | None, str, int]]:
-    """(user id, account id, event, ms) of each track: the account its message names, else the
-    user's most recently linked account (links written by this call included)."""
-    unlinked = {user.id for user, group_id, _, _ in tracks if not group_id}
-    latest_account = latest_account_by_user(unlinked) if unlinked else {}
-    return [
-        (user.id, accounts[group_id].id if group_id else latest_account.get(user.id), name, ms)
-        for user, group_id, name, ms in tracks
+def _tracks_stage(
+    messages: Sequence[Message], staged_tracks: StagedTracks | None
+) -> StagedTracks | None:
+    """The tracks of `messages` added to the caller's staged tracks (or to a new staging)."""
+    rows = [
+        (m.user_id, m.group_id, m.event, m.timestamp_ms)
+        for m in messages
+        if m.message_type == "track"
     ]
+    if rows:
+        staged_tracks = staged_tracks or staged_tracks_start()
+        staged_tracks.add(rows)
+    return staged_tracks
 
 
 def messages_apply(
@@ -136,73 +129,83 @@ def messages_apply(
     messages: Sequence[Message],
     staged_tracks: StagedTracks | None = None,
 ) -> ApplyResult:
-    """Apply validated identify/group/track messages of one product, and with `staged_tracks`
-    (PostgreSQL) the tracks the caller staged in this transaction (see track_staging), exactly
-    as if they were in `messages`.
+    """Apply validated identify/group/track/alias messages of one product, together with the
+    tracks a caller already staged in this transaction (`staged_tracks`, see track_staging).
 
-    Any order of the same messages ends in the same users, accounts, traits and links. A track
-    for an unknown user creates that user as not yet identified. An event counts for the account
-    its message names, else the user's most recently linked account.
+    Tracks take one route, whichever way they come: staged, then stored by the event store,
+    which decides in SQL which account each counts for (the account its message names, else
+    the user's most recently linked account, links written by this call included). A track for
+    an unknown user creates that user as not yet identified. Any order of the same messages
+    ends in the same users, accounts, traits and links.
 
     A fixed number of set-based statements per call, whatever the number of messages: no query
     per message (bench/bench_ingest.py measures the rate of one worker).
     """
+    with transaction.atomic():
+        tracks = _tracks_stage(messages, staged_tracks)
+        return _messages_apply(
+            product_id, [m for m in messages if m.message_type != "track"], tracks
+        )
+
+
+def _messages_apply(
+    product_id: int, messages: Sequence[Message], tracks: StagedTracks | None
+) -> ApplyResult:
     result = ApplyResult()
-    staged_users, staged_accounts = (
-        staged_tracks.tracking_ids() if staged_tracks is not None else (set(), set())
-    )
+    staged_users, staged_accounts = tracks.tracking_ids() if tracks else (set(), set())
     if not messages and not staged_users:
         return result
     # Ids an alias merged into another user are that user's; aliases themselves go last, so
     # the outcome is the same whichever way they are ordered with the other calls.
     merged = aliases_resolve(product_id, {m.user_id for m in messages if m.user_id} | staged_users)
-    ordered = [
-        replace(m, user_id=merged.get(m.user_id, m.user_id)) if merged else m
-        for m in messages
-        if m.message_type != "alias"
-    ]
-    ordered.sort(key=lambda m: m.timestamp_ms)
+    ordered = sorted(
+        (
+            replace(m, user_id=merged.get(m.user_id, m.user_id)) if merged else m
+            for m in messages
+            if m.message_type != "alias"
+        ),
+        key=lambda m: m.timestamp_ms,
+    )
     alias_calls = sorted(
         (m for m in messages if m.message_type == "alias"), key=lambda m: m.timestamp_ms
     )
-    user_ids = {m.user_id for m in ordered if m.user_id}
-    user_ids |= {merged.get(tid, tid) for tid in staged_users}
-    account_ids = {m.group_id for m in ordered if m.group_id} | staged_accounts
-    grouped = {m.group_id for m in ordered if m.message_type == "group"}
-    with_traits = {m.user_id for m in ordered if m.message_type == "identify" and m.traits}
-
-    with transaction.atomic():
-        users = users_lock_or_create(product_id, user_ids, with_traits=with_traits)
-        accounts = accounts_lock_or_create(product_id, account_ids, lock=grouped)
-        links, tracks = _messages_fold(ordered, users, accounts)
-        now = timezone.now()
-        users_write(users.values(), now)
-        accounts_write(accounts.values(), now)
-        links_upsert(links)
-        events = _track_events(tracks, accounts)
-        staged = (
-            event_store.StagedTrackIds(
+    users = users_lock_or_create(
+        product_id,
+        {m.user_id for m in ordered if m.user_id} | {merged.get(t, t) for t in staged_users},
+        with_traits={m.user_id for m in ordered if m.message_type == "identify" and m.traits},
+    )
+    accounts = accounts_lock_or_create(
+        product_id,
+        {m.group_id for m in ordered if m.group_id} | staged_accounts,
+        lock={m.group_id for m in ordered if m.message_type == "group"},
+    )
+    links = _messages_fold(ordered, users, accounts)
+    now = timezone.now()
+    users_write(users.values(), now)
+    accounts_write(accounts.values(), now)
+    links_upsert(links)
+    if staged_users:
+        stored = event_store.events_store(
+            product_id=product_id,
+            staged=event_store.StagedTrackIds(
                 users={tid: users[merged.get(tid, tid)].id for tid in staged_users},
                 accounts={tid: accounts[tid].id for tid in staged_accounts},
-            )
-            if staged_tracks is not None
-            else None
+            ),
         )
-        stored = event_store.events_store(product_id=product_id, events=events, staged=staged)
-        for call in alias_calls:
-            merge = alias_apply(
-                product_id=product_id,
-                previous_id=call.previous_id,
-                user_id=call.user_id,
-                timestamp_ms=call.timestamp_ms,
-            )
-            result.users_touched |= merge.users_touched
-            result.accounts_touched |= merge.accounts_touched
+        result.accounts_touched.update(stored.account_ids)
+        result.events_created = stored.count
+    for call in alias_calls:
+        merge = alias_apply(
+            product_id=product_id,
+            previous_id=call.previous_id,
+            user_id=call.user_id,
+            timestamp_ms=call.timestamp_ms,
+        )
+        result.users_touched |= merge.users_touched
+        result.accounts_touched |= merge.accounts_touched
     result.users_touched.update(u.id for u in users.values())
     result.accounts_touched.update(a.id for a in accounts.values())
-    result.accounts_touched.update(stored.account_ids)
     result.accounts_touched.update(account_id for _, account_id in links)
-    result.events_created = stored.count
     return result
 
 

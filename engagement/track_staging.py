@@ -1,16 +1,23 @@
-"""Tracks staged in PostgreSQL for `services.messages_apply`: the table engagement reads them from.
+"""Staged tracks: the one way tracks reach the event store, on every database.
 
-A caller whose messages are already in the database (the ingestion drain) fills this table in its
-own transaction with one INSERT ... SELECT and hands the handle to `messages_apply`, so tracks go
-from the caller's rows to events and rollups without a Python object per track. Engagement owns
-the table: its name, its columns and when it is emptied.
+`services.messages_apply` stages the tracks of the messages it is given here, and a caller whose
+messages are already in the database (the ingestion drain on PostgreSQL) fills the table in its
+own transaction with one INSERT ... SELECT and hands the handle over, so those tracks go from the
+caller's rows to events and rollups without a Python object per track. Either way the event store
+reads them from this table, and which account an event counts for is decided once, in SQL
+(event_store). Engagement owns the table: its name, its columns and when it is emptied.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.db import connection
 
 from engagement.backends import database_backend
+
+# (user tracking id, account tracking id or None, event name, Unix milliseconds)
+TrackRow = tuple[str, str | None, str, int]
 
 
 class StagedTracks:
@@ -31,30 +38,30 @@ class StagedTracks:
     COLUMNS = ("user_tracking_id", "account_tracking_id", "event_name", "timestamp_ms")
     INSERT_INTO = f"INSERT INTO {TABLE} ({', '.join(COLUMNS)})"
 
+    def add(self, rows: Sequence[TrackRow]) -> None:
+        """Stage these tracks, one row each, in the columns above."""
+        if rows:
+            database_backend().staged_tracks_add(self.TABLE, self.COLUMNS, rows)
+
     def tracking_ids(self) -> tuple[set[str], set[str]]:
         """The user and the account tracking ids the staged tracks name."""
         users: set[str] = set()
         accounts: set[str] = set()
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT user_tracking_id, account_tracking_id "  # noqa: S608 - a fixed name
-                f"FROM {self.TABLE} "
-                "GROUP BY GROUPING SETS ((user_tracking_id), (account_tracking_id))"
+                f"SELECT DISTINCT 'u', user_tracking_id FROM {self.TABLE} UNION ALL "  # noqa: S608
+                f"SELECT DISTINCT 'a', account_tracking_id FROM {self.TABLE} "
+                "WHERE account_tracking_id IS NOT NULL"
             )
-            for user_tid, account_tid in cursor.fetchall():
-                if user_tid is not None:
-                    users.add(user_tid)
-                elif account_tid is not None:
-                    accounts.add(account_tid)
+            for kind, tracking_id in cursor.fetchall():
+                (users if kind == "u" else accounts).add(tracking_id)
         return users, accounts
 
 
 def staged_tracks_start() -> StagedTracks:
-    """PostgreSQL only: an empty staging table for this transaction's tracks, and its handle.
-
-    The table is session-local (a temporary table); ON COMMIT DELETE ROWS and the TRUNCATE keep
-    each call's rows its own.
-    """
+    """An empty staging table for this transaction's tracks, and its handle. Call it inside a
+    transaction: the table is session-local (a temporary table), emptied here and, on
+    PostgreSQL, at commit."""
     database_backend().staged_tracks_start(
         StagedTracks.TABLE,
         "user_tracking_id text, account_tracking_id text, event_name text, timestamp_ms bigint",

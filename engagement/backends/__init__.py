@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from django.db import connection, models
 
 if TYPE_CHECKING:
-    from engagement.event_store import NewEvent, StagedTrackIds, StoredEvents
+    from engagement.event_store import StagedTrackIds, StoredEvents
     from engagement.scoring.dialect import Dialect
 
 
@@ -48,14 +48,19 @@ class DatabaseBackend:
         raise NotImplementedError
 
     def events_store(
-        self, product_id: int, events: Sequence[NewEvent], staged: StagedTrackIds | None
+        self, product_id: int, staged: StagedTrackIds
     ) -> tuple[StoredEvents, set[str]]:
-        """Store events, their rollups, tallies, activity, backfill notes and first/last seen;
-        returns what was stored and the event names (see event_store.events_store)."""
+        """Store the staged tracks' events (event_store.staged_events_select), their rollups,
+        tallies, activity, backfill notes and first/last seen; returns what was stored and the
+        event names (see event_store.events_store)."""
         raise NotImplementedError
 
     def staged_tracks_start(self, table: str, columns: str) -> None:
         """An empty session table for this transaction's staged tracks (track_staging)."""
+        raise NotImplementedError
+
+    def staged_tracks_add(self, table: str, columns: Sequence[str], rows: Sequence) -> None:
+        """Rows (track_staging.TrackRow) into the staged tracks' table."""
         raise NotImplementedError
 
     def event_tallies_compact(self) -> int:

@@ -13,14 +13,13 @@ from datetime import UTC, date, datetime, timedelta
 from django.utils import timezone
 
 from engagement.event_store import (
-    NewEvent,
     StagedTrackIds,
     StoredEvents,
     backfill_before,
     new_names,
+    staged_events_select,
 )
-from engagement.people_rows import LATEST_LINKED_ACCOUNTS
-from engagement.track_staging import StagedTracks
+from engagement.scoring.dialect import Dialect
 
 _STAGE = "eds_stage_event"
 _COPY_SPECIALS = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
@@ -31,6 +30,7 @@ def copy_text(value: str) -> str:
     if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
         return value.translate(_COPY_SPECIALS)
     return value
+
 
 # A staged event's time: Unix milliseconds to a timestamp, exactly (no float on the way).
 _TS = "('epoch'::timestamptz + ms * interval '1 millisecond')"
@@ -84,56 +84,36 @@ _PG_NAMES = f"""INSERT INTO engagement_eventname (product_id, name, first_seen_a
     SELECT DISTINCT %(product)s, name, %(now)s FROM {_STAGE} ORDER BY 2
     ON CONFLICT (product_id, name) DO NOTHING"""
 _NULL = "\\N"
-# The staged tracks to staged events: tracking ids to ids (the caller's maps, bound as JSON), and
-# an event without an account to its user's latest link (people_rows.LATEST_LINKED_ACCOUNTS),
-# looked up once per user.
-_UNLINKED_USERS = (
-    "SELECT users.id FROM tracks t JOIN users ON users.tid = t.user_tid WHERE t.group_tid IS NULL"
-)
-_FROM_TRACKS = f"""
-    WITH tracks (user_tid, group_tid, name, ms) AS (
-            SELECT {", ".join(StagedTracks.COLUMNS)} FROM {StagedTracks.TABLE}),
-         users AS (
-            SELECT tid, id::bigint AS id FROM jsonb_each_text(%(users)s::jsonb) AS u(tid, id)),
-         accounts AS (
-            SELECT tid, id::bigint AS id FROM jsonb_each_text(%(accounts)s::jsonb) AS a(tid, id)),
-         latest AS ({LATEST_LINKED_ACCOUNTS.format(users=_UNLINKED_USERS)})
-    INSERT INTO {_STAGE} (user_id, account_id, name, ms)
-    SELECT users.id, COALESCE(accounts.id, latest.account_id), t.name, t.ms
-    FROM tracks t
-    JOIN users ON users.tid = t.user_tid
-    LEFT JOIN accounts ON accounts.tid = t.group_tid
-    LEFT JOIN latest ON latest.user_id = users.id AND t.group_tid IS NULL"""
 
 
-def events_store(
-    cursor, product_id: int, events: Sequence[NewEvent], staged: StagedTrackIds | None
-) -> tuple[StoredEvents, set[str]]:
+def staged_tracks_add(cursor, table: str, columns: Sequence[str], rows: Sequence) -> None:
+    """Tracks into the staging table as COPY text: one line of text per track."""
+    text = "".join(
+        [
+            f"{copy_text(user)}\t{_NULL if account is None else copy_text(account)}\t"
+            f"{copy_text(name)}\t{ms}\n"
+            for user, account, name, ms in rows
+        ]
+    )
+    with cursor.cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+        copy.write(text)
+
+
+def events_store(cursor, product_id: int, staged: StagedTrackIds) -> tuple[StoredEvents, set[str]]:
     # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
     cursor.execute(
         f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (user_id bigint NOT NULL, "
         "account_id bigint, name text NOT NULL, ms bigint NOT NULL) ON COMMIT DELETE ROWS"
     )
     cursor.execute(f"TRUNCATE {_STAGE}")
-    if events:
-        text = "".join(
-            [
-                f"{user_id}\t{_NULL if account_id is None else account_id}\t"
-                f"{copy_text(name)}\t{ms}\n"
-                for user_id, account_id, name, ms in events
-            ]
-        )
-        with cursor.cursor.copy(f"COPY {_STAGE} FROM STDIN") as copy:
-            copy.write(text)
-    count = len(events)
-    if staged is not None:
-        cursor.execute(
-            _FROM_TRACKS,
-            {"users": json.dumps(staged.users), "accounts": json.dumps(staged.accounts)},
-        )
-        count += cursor.rowcount
-    if not count:
+    cursor.execute(
+        f"INSERT INTO {_STAGE} (user_id, account_id, name, ms) "
+        + staged_events_select(Dialect("postgresql")),
+        {"users": json.dumps(staged.users), "accounts": json.dumps(staged.accounts)},
+    )
+    if not cursor.rowcount:
         return StoredEvents(), set()
+    count = cursor.rowcount
     now = timezone.now()
     params = {"product": product_id, "now": now, "backfill_before": backfill_before(now)}
     for statement in _PG_STATEMENTS:
@@ -216,8 +196,7 @@ def partitions_maintain(
             [start, end],
         )
         cursor.execute(
-            f"ALTER TABLE engagement_event ATTACH PARTITION {name} "
-            "FOR VALUES FROM (%s) TO (%s)",
+            f"ALTER TABLE engagement_event ATTACH PARTITION {name} FOR VALUES FROM (%s) TO (%s)",
             [start, end],
         )
         created += 1

@@ -6,6 +6,7 @@ statements. Python aggregation and multi-row statements; the results are Postgre
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 
@@ -20,6 +21,7 @@ from engagement.event_store import (
     StoredEvents,
     backfill_before,
     new_names,
+    staged_events_select,
 )
 from engagement.models import (
     Event,
@@ -187,10 +189,16 @@ class PortableBackend(DatabaseBackend):
         return found
 
     def events_store(
-        self, product_id: int, events: Sequence[NewEvent], staged: StagedTrackIds | None
+        self, product_id: int, staged: StagedTrackIds
     ) -> tuple[StoredEvents, set[str]]:
-        if staged is not None:
-            raise NotImplementedError("staged tracks need PostgreSQL")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                staged_events_select(self.dialect),
+                {"users": json.dumps(staged.users), "accounts": json.dumps(staged.accounts)},
+            )
+            events: list[NewEvent] = cursor.fetchall()
+        if not events:
+            return StoredEvents(), set()
         _events_store(product_id, events)
         names = {name for _, _, name, _ in events}
         stored = StoredEvents(
@@ -199,7 +207,15 @@ class PortableBackend(DatabaseBackend):
         return stored, names
 
     def staged_tracks_start(self, table: str, columns: str) -> None:
-        raise NotImplementedError("staged tracks need PostgreSQL")
+        # Session-local; emptied here, since SQLite has no ON COMMIT DELETE ROWS.
+        with connection.cursor() as cursor:
+            cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} ({columns})")
+            cursor.execute(f"DELETE FROM {table}")
+
+    def staged_tracks_add(self, table: str, columns: Sequence[str], rows: Sequence) -> None:
+        marks = ", ".join(["%s"] * len(columns))
+        with connection.cursor() as cursor:
+            cursor.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows)
 
     def event_tallies_compact(self) -> int:
         last = EventDayTally.objects.order_by("-id").values_list("id", flat=True).first()

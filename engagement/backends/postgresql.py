@@ -13,7 +13,7 @@ from datetime import date
 from django.db import connection, models, transaction
 
 from engagement.backends import DatabaseBackend, SegmentStatements, pg_events
-from engagement.event_store import NewEvent, StagedTrackIds, StoredEvents
+from engagement.event_store import StagedTrackIds, StoredEvents
 from engagement.scoring.dialect import Dialect
 
 
@@ -89,10 +89,14 @@ class PostgresBackend(DatabaseBackend):
         ]
 
     def events_store(
-        self, product_id: int, events: Sequence[NewEvent], staged: StagedTrackIds | None
+        self, product_id: int, staged: StagedTrackIds
     ) -> tuple[StoredEvents, set[str]]:
         with connection.cursor() as cursor:
-            return pg_events.events_store(cursor, product_id, events, staged)
+            return pg_events.events_store(cursor, product_id, staged)
+
+    def staged_tracks_add(self, table: str, columns: Sequence[str], rows: Sequence) -> None:
+        with connection.cursor() as cursor:
+            pg_events.staged_tracks_add(cursor, table, columns, rows)
 
     def staged_tracks_start(self, table: str, columns: str) -> None:
         # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.

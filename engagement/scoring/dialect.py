@@ -27,6 +27,13 @@ class Dialect:
             return f"jsonb_array_elements_text({column}) AS j(value)"
         return f"json_each({column}) AS j"
 
+    def json_object_rows(self, param: str) -> str:
+        """The rows (tid, id) of a JSON object parameter mapping tracking ids to ids; `param` is
+        the parameter's placeholder, never a value."""
+        if self.postgres:
+            return f"SELECT key AS tid, value::bigint AS id FROM jsonb_each_text({param}::jsonb)"  # noqa: S608
+        return f"SELECT key AS tid, value AS id FROM json_each({param})"  # noqa: S608
+
     def at_most(self, expr: str, cap: int | None) -> str:
         """`expr`, capped at `cap` when there is one."""
         if cap is None:
