@@ -32,6 +32,7 @@ from dashboard.forms import PER_PAGE, AccountListForm
 from engagement import health, selectors
 from engagement.activation import activation_progress
 from engagement.features import features_used
+from engagement.hierarchy import account_tree
 from engagement.history import account_score_history, user_score_history
 from engagement.memberships import (
     can_manage_product,
@@ -259,6 +260,7 @@ class AccountView(WorkspaceView):
                 "name": account_name(found.traits) or account.tracking_id,
                 "users": record_selectors.account_users(workspace=self.workspace, account=account),
                 "segments": segments,
+                "tree": account_tree(account=account),
             }
         )
 

@@ -30,6 +30,11 @@ def dependents_delete(target: User | Account, handled: tuple[type, ...]) -> dict
         model = relation.related_model
         if model in handled:
             continue
+        if model is type(target):  # an erased account's children stay, with no parent
+            model._base_manager.filter(**{relation.field.attname: target.id}).update(
+                **{relation.field.attname: None}
+            )
+            continue
         deleted = model._base_manager.filter(**{relation.field.attname: target.id}).delete()[0]
         name = _COUNT_NAMES.get(model._meta.model_name, model._meta.model_name)
         counts[name] = counts.get(name, 0) + deleted

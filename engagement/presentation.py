@@ -15,6 +15,8 @@ if TYPE_CHECKING:  # imported by apps' modules loaded before the models are read
 
 # Traits imported from the Atlassian Marketplace (a license's fields) start with this.
 MARKETPLACE_PREFIX = "am."
+# The group trait that names an account's parent (engagement/hierarchy).
+PARENT_TRAIT = "parent_group_id"
 
 
 @dataclass(frozen=True, slots=True)

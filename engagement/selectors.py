@@ -26,6 +26,7 @@ from engagement.models import (
 from engagement.presentation import ScoredAccount, ScoredUser
 from engagement.ranking import (
     account_counts,
+    accounts_in_workspace,
     ranked_window,
     unscored_accounts,
     user_counts,
@@ -168,6 +169,21 @@ def account_list_ranked(
         ]
         items += [_zero_account_score(workspace, account) for account in accounts]
     return Page(items=items, total=total)
+
+
+def account_children_ranked(
+    *, workspace: Workspace, parent_id: int, offset: int, limit: int
+) -> Page[ScoredAccount]:
+    """The accounts right under `parent_id` (engagement/hierarchy), ranked as
+    account_list_ranked ranks all of them; an account has few children, so all are read."""
+    children = accounts_in_workspace(workspace).filter(parent_id=parent_id)
+    rows = AccountScore.objects.filter(workspace_id=workspace.id, account__in=children)
+    found = _scored(rows, "account", ScoredAccount)
+    items = sorted(found, key=lambda row: (-row.score.engagement_score, row.account_id))
+    scored = {row.account_id for row in items}
+    unscored = with_json_as_text(children.exclude(id__in=scored), "traits").order_by("id")
+    items += [_zero_account_score(workspace, account) for account in unscored]
+    return Page(items=items[offset : offset + limit], total=len(items))
 
 
 def _zero_account_score(workspace: Workspace, account: Account) -> ScoredAccount:

@@ -14,6 +14,7 @@ from django.utils import timezone
 from engagement import event_store
 from engagement.aliases import alias_apply, aliases_resolve
 from engagement.builtin_segments import builtin_segments_create
+from engagement.hierarchy import RefusedParent, account_parents_apply, parent_named
 from engagement.models import (
     EventActivity,
     Product,
@@ -50,6 +51,8 @@ class Message:
     event: str | None = None
     traits: dict | None = None
     previous_id: str | None = None  # alias: the id merged into `user_id`
+    # The caller's, echoed in what refers back to the call (hierarchy.RefusedParent.source).
+    source: object = field(default=None, compare=False)
 
 
 @dataclass(slots=True)
@@ -57,6 +60,7 @@ class ApplyResult:
     users_touched: set[int] = field(default_factory=set)
     accounts_touched: set[int] = field(default_factory=set)
     events_created: int = 0
+    refused_parents: list[RefusedParent] = field(default_factory=list)
 
 
 def product_create(*, name: str, workspace_name: str = "Default") -> tuple[Product, Workspace]:
@@ -148,6 +152,27 @@ def messages_apply(
         )
 
 
+def _accounts_lock(
+    product_id: int, ordered: Sequence[Message], staged_accounts: set[str]
+) -> tuple[dict[str, AccountState], dict[str, Message]]:
+    """The accounts these messages name, and the parents their group calls name, locked or
+    created (those a group call changes locked); and the group calls that name a parent, the
+    latest per account (engagement/hierarchy)."""
+    parents_asked = {
+        m.group_id: m
+        for m in ordered
+        if m.message_type == "group" and parent_named(m.traits) is not None
+    }
+    accounts = accounts_lock_or_create(
+        product_id,
+        {m.group_id for m in ordered if m.group_id}
+        | staged_accounts
+        | {parent_named(m.traits) for m in parents_asked.values()} - {""},
+        lock={m.group_id for m in ordered if m.message_type == "group"},
+    )
+    return accounts, parents_asked
+
+
 def _messages_apply(
     product_id: int, messages: Sequence[Message], tracks: StagedTracks | None
 ) -> ApplyResult:
@@ -174,16 +199,16 @@ def _messages_apply(
         {m.user_id for m in ordered if m.user_id} | {merged.get(t, t) for t in staged_users},
         with_traits={m.user_id for m in ordered if m.message_type == "identify" and m.traits},
     )
-    accounts = accounts_lock_or_create(
-        product_id,
-        {m.group_id for m in ordered if m.group_id} | staged_accounts,
-        lock={m.group_id for m in ordered if m.message_type == "group"},
-    )
+    accounts, parents_asked = _accounts_lock(product_id, ordered, staged_accounts)
     links = _messages_fold(ordered, users, accounts)
     now = timezone.now()
     users_write(users.values(), now)
     accounts_write(accounts.values(), now)
     links_upsert(links)
+    if parents_asked:
+        result.refused_parents = account_parents_apply(
+            product_id, accounts, [(tid, m.source) for tid, m in parents_asked.items()]
+        )
     if staged_users:
         stored = event_store.events_store(
             product_id=product_id,

@@ -121,6 +121,8 @@ class DroppedRequest(models.Model):
         SUPPRESSED = "suppressed", "Suppressed (erased tracking id)"
         # Accepted for a user or account erased before a worker applied it.
         ERASED = "erased", "Erased before it was applied"
+        # A group call's parent link that would close a cycle or make the chain too deep.
+        PARENT_REFUSED = "parent_refused", "Account parent link refused"
 
     product = models.ForeignKey(
         Product, on_delete=models.CASCADE, null=True, blank=True, related_name="+"

@@ -40,14 +40,13 @@ class Links:
         self.base = base
         self.script_prefix = get_script_prefix()
 
-    def path(self, route: str, ident: int | None = None, workspace_id: int | None = None) -> str:
+    def path(self, route: str, ident: int | None = None, **query: int | None) -> str:
         """The path of the route named `route`, for the record `ident` when the route takes
-        one, with `?workspace_id=` when given."""
+        one, with the query's ids (`workspace_id=`, ...) that are given."""
         head, tail = _parts(route, self.script_prefix)
         path = head if ident is None else f"{head}{int(ident)}{tail}"
-        if workspace_id is None:
-            return path
-        return f"{path}?workspace_id={int(workspace_id)}"
+        pairs = "&".join(f"{name}={int(value)}" for name, value in query.items() if value)
+        return f"{path}?{pairs}" if pairs else path
 
-    def url(self, route: str, ident: int | None = None, workspace_id: int | None = None) -> str:
-        return f"{self.base}{self.path(route, ident, workspace_id)}"
+    def url(self, route: str, ident: int | None = None, **query: int | None) -> str:
+        return f"{self.base}{self.path(route, ident, **query)}"

@@ -63,6 +63,10 @@ class WorkspaceScopedListQuery(WindowQuery):
 
 class AccountListQuery(WorkspaceScopedListQuery):
     expand = ExpandField(choices=("traits", "segments"))
+    parent_id = IdField(
+        required=False,
+        help_text="Only the accounts right under this account (its children), ranked the same.",
+    )
 
 
 class RecordDetailQuery(serializers.Serializer):

@@ -16,6 +16,7 @@ from rest_framework import serializers
 
 from engagement.activation import Activation, activation_progress
 from engagement.features import features_used
+from engagement.hierarchy import AccountRef, account_parents
 from engagement.models import Account, User
 from engagement.period_figures import PeriodFigures, period_figures, recently_scored_events
 from engagement.presentation import (
@@ -76,6 +77,9 @@ class EventWeightSerializer(serializers.Serializer):
 class RecordLinksSerializer(serializers.Serializer):
     self = serializers.URLField()
     workspace = serializers.URLField(required=False)
+    children = serializers.URLField(
+        required=False, help_text="Accounts: the accounts right under this one, ranked."
+    )
     accounts = serializers.URLField(required=False)
     users = serializers.URLField(required=False)
     segments = serializers.URLField(required=False)
@@ -354,6 +358,15 @@ class ScoredRecordSerializer(serializers.Serializer):
         return data
 
 
+def _ref(ref: AccountRef | None) -> dict | None:
+    return None if ref is None else {"id": ref.id, "tracking_id": ref.tracking_id}
+
+
+class AccountRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    tracking_id = serializers.CharField()
+
+
 class AccountSerializer(ScoredRecordSerializer):
     """An account and its metrics in one workspace."""
 
@@ -361,6 +374,14 @@ class AccountSerializer(ScoredRecordSerializer):
 
     id = read(serializers.IntegerField(), lambda s, f: f.account.id)
     tracking_id = read(serializers.CharField(), lambda s, f: f.account.tracking_id)
+    parent = read(
+        AccountRefSerializer(
+            allow_null=True,
+            help_text="The account above this one (a group call's parent_group_id trait), "
+            "or null; _links.children lists the accounts under it.",
+        ),
+        lambda s, f: _ref(s.page_read(f, "parent", account_parents)),
+    )
     name = read(
         serializers.CharField(
             allow_null=True, help_text="The name trait, when a non-empty string."
@@ -382,6 +403,16 @@ class AccountSerializer(ScoredRecordSerializer):
 
     def subject(self, found: ScoredAccount) -> Account:
         return found.account
+
+    def finish(self, data: dict, found: ScoredAccount) -> dict:
+        data = super().finish(data, found)
+        data["_links"]["children"] = link(
+            self.context,
+            "read-accounts",
+            workspace_id=found.score.workspace_id,
+            parent_id=found.account.id,
+        )
+        return data
 
     def fallback_first_seen(self, account: Account):
         return account.created_at

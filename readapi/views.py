@@ -169,12 +169,21 @@ class AccountListView(AccountPageMixin, ReadApiView):
     def get(self, request: Request) -> Response:
         params = self.params(q.AccountListQuery)
         workspace = self.scoped_workspace(params["workspace_id"])
-        page = selectors.account_list_ranked(
-            workspace=workspace,
-            offset=params["offset"],
-            limit=params["limit"],
-            counts_cache_seconds=settings.READ_API_COUNTS_CACHE_SECONDS,
-        )
+        if params.get("parent_id") is not None:
+            parent = self.scoped_account(params["parent_id"])
+            page = selectors.account_children_ranked(
+                workspace=workspace,
+                parent_id=parent.id,
+                offset=params["offset"],
+                limit=params["limit"],
+            )
+        else:
+            page = selectors.account_list_ranked(
+                workspace=workspace,
+                offset=params["offset"],
+                limit=params["limit"],
+                counts_cache_seconds=settings.READ_API_COUNTS_CACHE_SECONDS,
+            )
         return self.account_page(workspace, page, params)
 
 

@@ -55,6 +55,10 @@ class Account(TraitsMixin):
     tracking_id = models.CharField(max_length=255)
     # False for an account known only from a link, an event's context or a license.
     identified = models.BooleanField(default=False)
+    # The account above this one (a group call's `parent_group_id` trait, engagement/hierarchy).
+    parent = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

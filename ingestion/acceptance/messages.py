@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from engagement.presentation import PARENT_TRAIT
 from ingestion.acceptance import fields
 from ingestion.acceptance.body import Reading
 from ingestion.acceptance.errors import FieldErrors, RequestError
@@ -98,7 +99,15 @@ def identify(data: Mapping, clock: Clock, names: Mapping[str, str], reading: Rea
 
 
 def group(data: Mapping, clock: Clock, names: Mapping[str, str], reading: Reading) -> dict:
-    return _traits_call("group", data, clock, names, reading)
+    kept = _traits_call("group", data, clock, names, reading)
+    parent = (kept.get("traits") or {}).get(PARENT_TRAIT)
+    if parent is not None and parent != "":  # null or "" removes the parent
+        errors = FieldErrors()
+        fields.identifier(
+            kept["traits"], PARENT_TRAIT, errors, reading, True, f"traits.{PARENT_TRAIT}"
+        )
+        errors.raise_if_any()
+    return kept
 
 
 def track(data: Mapping, clock: Clock, names: Mapping[str, str], reading: Reading) -> dict:

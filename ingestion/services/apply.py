@@ -8,7 +8,7 @@ effect, so a failure never marks an id seen unapplied.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.db import OperationalError, transaction
@@ -19,7 +19,7 @@ from ingestion import acceptance
 from ingestion.backends import ingestion_backend
 from ingestion.models import DroppedRequest
 from ingestion.services.dedup import unseen_messages
-from ingestion.services.drops import apply_failed_drop
+from ingestion.services.drops import apply_failed_drop, drops_record, parent_refused_drop
 from ingestion.services.queue import (
     ClaimedRequest,
     ClaimedUnderKeys,
@@ -75,7 +75,7 @@ def requests_apply(
     )
 
 
-def to_domain(message: dict) -> Message:
+def to_domain(message: dict, source: object = None) -> Message:
     return Message(
         message_type=message["type"],
         timestamp_ms=message["timestamp"],
@@ -84,6 +84,7 @@ def to_domain(message: dict) -> Message:
         event=message.get("event"),
         traits=message.get("traits"),
         previous_id=message.get("previousId"),
+        source=source,
     )
 
 
@@ -93,25 +94,45 @@ def apply_staged(
     """The SQL route (PostgreSQL): the messages staged from their stored rows, tracks applied
     without a Python object each (ingestion/services/staging.py)."""
     others, staged_tracks = messages_stage(product_id, requests, under_keys)
-    engagement_services.messages_apply(
+    result = engagement_services.messages_apply(
         product_id=product_id,
-        messages=[to_domain(message) for message in others],
+        messages=[to_domain(message, request_id) for request_id, message in others],
         staged_tracks=staged_tracks,
     )
+    if result.refused_parents:
+        by_id = {r.id: r for r in (under_keys.requests() if under_keys else requests)}
+        drops_record(
+            [parent_refused_drop(by_id[r.source], product_id, r) for r in result.refused_parents]
+        )
 
 
 def apply_loaded(product_id: int, requests: Sequence[ClaimedRequest]) -> None:
     """The generic route: the requests' messages loaded, less suppressed people."""
-    _apply_loaded(product_id, messages_unsuppressed(product_id, requests))
+    # Which request each message came in (a message is one object in one request's list).
+    request_of = {id(m): r for r in requests for m in r.messages}
+    kept = messages_unsuppressed(product_id, requests)
+    _apply_loaded(product_id, kept, lambda message: request_of[id(message)])
 
 
-def _apply_loaded(product_id: int, messages: Iterable[dict]) -> None:
+def _apply_loaded(
+    product_id: int,
+    messages: Iterable[dict],
+    request_of: Callable[[dict], ClaimedRequest],
+) -> None:
     """The generic route (SQLite's, and on PostgreSQL the one a failed request falls back to):
-    the messages loaded into Python, less drop markers and repeats, applied in one call."""
-    engagement_services.messages_apply(
+    the messages loaded into Python, less drop markers and repeats, applied in one call;
+    `request_of` says which request a message came in."""
+    result = engagement_services.messages_apply(
         product_id=product_id,
-        messages=[to_domain(message) for message in unseen_messages(product_id, messages)],
+        messages=[
+            to_domain(message, request_of(message))
+            for message in unseen_messages(product_id, messages)
+        ],
     )
+    if result.refused_parents:
+        drops_record(
+            [parent_refused_drop(r.source, product_id, r) for r in result.refused_parents]
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +181,7 @@ def _items_apply(
             with transaction.atomic():
                 messages = [message for _, message in items]
                 kept = messages_unsuppressed(search.product_id, [search.request], messages)
-                _apply_loaded(search.product_id, kept)
+                _apply_loaded(search.product_id, kept, lambda _: search.request)
             return []
         except OperationalError:
             raise  # the database itself is in trouble: leave the rows for the next drain

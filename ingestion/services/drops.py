@@ -8,6 +8,7 @@ from datetime import UTC, date, timedelta
 
 from django.utils import timezone
 
+from engagement.hierarchy import RefusedParent
 from ingestion import acceptance
 from ingestion.backends import ingestion_backend
 from ingestion.models import AnonymousDay, DroppedRequest, IngestionKey, key_fingerprint
@@ -101,6 +102,22 @@ def apply_failed_drop(
         )[:_DETAIL_MAX],
         message_count=len(items),
         item_index=first,
+        received_at=request.received_at,
+    )
+
+
+def parent_refused_drop(
+    request: ClaimedRequest, product_id: int, refused: RefusedParent
+) -> DroppedRequest:
+    """The drop of an account's parent link (a group call's `parent_group_id`) that would have
+    closed a cycle or made the chain too deep; the call's other changes were applied."""
+    return DroppedRequest(
+        product_id=product_id,
+        endpoint=request.endpoint,
+        key_fingerprint=key_fingerprint(request.key_digest),
+        reason=DroppedRequest.Reason.PARENT_REFUSED,
+        detail=refused.detail[:_DETAIL_MAX],
+        message_count=1,
         received_at=request.received_at,
     )
 

@@ -61,10 +61,10 @@ _HAND_OVER_TRACKS = (
 
 def messages_stage(
     product_id: int, requests: Sequence[ClaimedRequest], under_keys: ClaimedUnderKeys | None
-) -> tuple[list[dict], StagedTracks]:
+) -> tuple[list[tuple[int, dict]], StagedTracks]:
     """Stage the messages of these requests, or with `under_keys` of every claimed row under
     those keys, less drop markers and repeats (their messageIds claimed): the tracks in
-    engagement's staging table, the other messages returned."""
+    engagement's staging table, the other messages returned with the id of their row."""
     params: dict = {"drop": acceptance.DROP, "product_prefix": f"{product_id}:"}
     claim = ""
     if under_keys is not None:
@@ -92,8 +92,8 @@ def messages_stage(
     staged_suppressed_unstage(product_id, staged)
     staged_messages_claim(product_id=product_id, staged=staged)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT body::text FROM {staged} WHERE type <> 'track'")
-        others = [json.loads(body) for (body,) in cursor.fetchall()]
+        cursor.execute(f"SELECT request_id, body::text FROM {staged} WHERE type <> 'track'")
+        others = [(request_id, json.loads(body)) for request_id, body in cursor.fetchall()]
         staged_tracks = staged_tracks_start()
         cursor.execute(_HAND_OVER_TRACKS.format(staged=staged))
     return others, staged_tracks

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -243,3 +244,32 @@ def test_activation_and_features_show_on_the_account_page(live_server, scored, v
         expect(features.nth(0)).to_have_text(re.compile(r"Reporting\s+used"))
         expect(features.nth(1)).to_have_text(re.compile(r"Alerts\s+not used"))
         page.screenshot(path=str(SHOTS / "account-progress.png"), full_page=True)
+
+
+def test_the_account_page_shows_its_place_in_the_hierarchy(live_server, scored, vera):
+    from playwright.sync_api import expect
+
+    from engagement.services import Message, messages_apply
+
+    now_ms = int(time.time() * 1000)
+    messages_apply(
+        product_id=scored.initech.product_id,
+        messages=[
+            Message("group", now_ms, group_id=tracking_id, traits={"parent_group_id": parent})
+            for tracking_id, parent in [
+                ("initech-holdings", "initech-group"),
+                (scored.initech.tracking_id, "initech-holdings"),
+                ("initech-labs", scored.initech.tracking_id),
+            ]
+        ],
+    )
+    account_url = f"{workspace_url(live_server, scored)}/accounts/{scored.initech.id}/"
+    with signed_in_page(live_server) as page:
+        page.goto(account_url)
+        expect(page.locator("#ancestors")).to_contain_text(
+            re.compile(r"Accounts\s*/\s*initech-group\s*/\s*initech-holdings\s*/")
+        )
+        expect(page.locator("#children li")).to_have_text(["initech-labs"])
+        page.locator("#children a").click()
+        expect(page.locator("#ancestors")).to_contain_text(scored.initech.tracking_id)
+        page.screenshot(path=str(SHOTS / "account-hierarchy.png"), full_page=True)

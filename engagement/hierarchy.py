@@ -1,0 +1,179 @@
+"""Account hierarchy: a group call whose traits carry `parent_group_id` makes its account the
+child of the named account (Company > Workspace > Project), creating the parent if it is new.
+
+A link that would close a cycle, or make a chain of more than MAX_LEVELS accounts, is refused:
+the account keeps the parent it had, and the caller records the refusal (the ingestion drain logs
+it as a drop with its reason). Within one batch, links are taken in the order of the accounts'
+tracking ids, so the same messages always refuse the same link; across batches the later link
+is the one refused. The parent link is otherwise the trait's: the latest call wins, by message
+time, as for any trait; a `parent_group_id` of null or "" removes the parent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from engagement import bulk
+from engagement.models import Account, Product, Workspace
+from engagement.people_rows import AccountState
+from engagement.presentation import PARENT_TRAIT
+
+MAX_LEVELS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedParent:
+    """A parent link that was not made, and why; `source` is what the caller attached to the
+    group call that asked for it (engagement.services.Message.source)."""
+
+    account: str  # tracking ids
+    parent: str
+    reason: Literal["cycle", "too_deep"]
+    source: object = None
+
+    @property
+    def detail(self) -> str:
+        if self.reason == "cycle":
+            why = "it would close a cycle (the parent is the account itself or below it)"
+        else:
+            why = f"the chain of accounts would be longer than {MAX_LEVELS}"
+        return (
+            f"Account {self.account!r} was not made a child of {self.parent!r}: {why}. "
+            "The group call's traits were applied; the account keeps its previous parent."
+        )
+
+
+def parent_named(traits: dict | None) -> str | None:
+    """The parent a group call's traits name: a tracking id, "" to remove it, None if none."""
+    if not traits or PARENT_TRAIT not in traits:
+        return None
+    value = traits[PARENT_TRAIT]
+    return "" if value is None else str(value)  # a string: checked where the call came in
+
+
+def account_parents_apply(
+    product_id: int,
+    accounts: dict[str, AccountState],
+    asked: Sequence[tuple[str, object]],
+) -> list[RefusedParent]:
+    """Set the parent of each account a group call of this batch asked one for (`asked`:
+    tracking id and the call's source), from the account's merged `parent_group_id` trait;
+    returns the links refused. The accounts and the parents must be in `accounts` (locked or
+    created by the caller); a parent the merged trait names that is not there is an older
+    call's, already applied."""
+    wanted: dict[int, int | None] = {}
+    sources: dict[int, object] = {}
+    names = {state.id: tid for tid, state in accounts.items()}
+    for tid, source in asked:
+        named = parent_named(accounts[tid].traits)
+        if named is None or (named and named not in accounts):
+            continue
+        wanted[accounts[tid].id] = accounts[named].id if named else None
+        sources[accounts[tid].id] = source
+    if not wanted:
+        return []
+    # One product's links change one at a time: two workers linking A under B and B under A
+    # would each see no cycle. (SQLite has one writer anyway.)
+    list(Product.objects.select_for_update().filter(id=product_id).values_list("id"))
+    parents = dict(
+        Account.objects.filter(product_id=product_id, parent__isnull=False).values_list(
+            "id", "parent_id"
+        )
+    )
+    refused: list[RefusedParent] = []
+    changed: list[tuple[int, int | None]] = []
+    for child in sorted(wanted, key=names.__getitem__):
+        parent = wanted[child]
+        if parents.get(child) == parent:
+            continue
+        reason = _refusal(parents, child, parent) if parent is not None else None
+        if reason is not None:
+            refused.append(RefusedParent(names[child], names[parent], reason, sources[child]))
+            continue
+        if parent is None:
+            parents.pop(child, None)
+        else:
+            parents[child] = parent
+        changed.append((child, parent))
+    bulk.update_by_id(Account, ("parent",), changed)
+    return refused
+
+
+def _refusal(parents: dict[int, int], child: int, parent: int) -> str | None:
+    """Why `child` may not go under `parent`, given every other link, or None."""
+    above = list(_chain_up(parents, parent))
+    if child in above:
+        return "cycle"
+    if len(above) + _levels_down(parents, child) > MAX_LEVELS:
+        return "too_deep"
+    return None
+
+
+def _chain_up(parents: dict[int, int], account: int) -> Iterable[int]:
+    """The account and its ancestors, nearest first (stored links never form a cycle; the
+    bound only keeps a damaged table from looping)."""
+    for _ in range(MAX_LEVELS + 2):
+        yield account
+        if account not in parents:
+            return
+        account = parents[account]
+
+
+def _levels_down(parents: dict[int, int], account: int) -> int:
+    """Levels from the account to its deepest descendant, the account included (1 for a leaf)."""
+    children: dict[int, list[int]] = {}
+    for child, parent in parents.items():
+        children.setdefault(parent, []).append(child)
+    levels, frontier = 0, [account]
+    while frontier and levels <= MAX_LEVELS:
+        levels += 1
+        frontier = [c for node in frontier for c in children.get(node, ())]
+    return levels
+
+
+# --- Reads ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AccountRef:
+    id: int
+    tracking_id: str
+
+
+def account_parents(
+    *, workspace: Workspace, target: str, ids: Sequence[int]
+) -> dict[int, AccountRef | None]:
+    """Per account id: its parent, or None (a page at a time; `target` is "account")."""
+    parents: dict[int, AccountRef | None] = dict.fromkeys(ids)
+    for account_id, parent_id, parent_tid in Account.objects.filter(
+        product_id=workspace.product_id, id__in=ids, parent__isnull=False
+    ).values_list("id", "parent_id", "parent__tracking_id"):
+        parents[account_id] = AccountRef(parent_id, parent_tid)
+    return parents
+
+
+@dataclass(frozen=True, slots=True)
+class AccountTree:
+    """An account's place in the hierarchy: its ancestors (the root first) and its children."""
+
+    ancestors: list[AccountRef]
+    children: list[AccountRef]
+
+
+def account_tree(*, account: Account) -> AccountTree:
+    ancestors: list[AccountRef] = []
+    parent_id = account.parent_id
+    while parent_id is not None and len(ancestors) < MAX_LEVELS:
+        parent = Account.objects.filter(id=parent_id).values_list("tracking_id", "parent_id")
+        tracking_id, next_id = parent.get()
+        ancestors.insert(0, AccountRef(parent_id, tracking_id))
+        parent_id = next_id
+    children = [
+        AccountRef(child_id, tracking_id)
+        for child_id, tracking_id in Account.objects.filter(parent_id=account.id)
+        .order_by("tracking_id")
+        .values_list("id", "tracking_id")
+    ]
+    return AccountTree(ancestors, children)

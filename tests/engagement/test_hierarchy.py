@@ -1,0 +1,136 @@
+"""Account hierarchy (issue 32 §5): a group call's `parent_group_id` trait makes the account the
+child of the named one; a link that would close a cycle or make a chain deeper than ten is
+refused, and the account keeps the parent it had. Company > Workspace > Project throughout."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from engagement.erasure import erasure_request, erasure_run
+from engagement.hierarchy import MAX_LEVELS, account_tree
+from engagement.models import Account, Erasure
+from engagement.services import Message, messages_apply
+
+# Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
+pytestmark = pytest.mark.both_databases
+
+T0 = datetime(2026, 11, 20, 12, tzinfo=UTC)
+
+
+def group(account: str, parent: str | None, *, at: datetime = T0, **traits) -> Message:
+    return Message(
+        "group",
+        int(at.timestamp() * 1000),
+        group_id=account,
+        traits={"parent_group_id": parent, **traits},
+    )
+
+
+def apply(tenant, *messages: Message):
+    return messages_apply(product_id=tenant.product.id, messages=list(messages))
+
+
+def parent_of(tenant, tracking_id: str) -> str | None:
+    account = Account.objects.select_related("parent").get(
+        product=tenant.product, tracking_id=tracking_id
+    )
+    return account.parent.tracking_id if account.parent else None
+
+
+def test_three_levels_link_and_a_new_parent_is_created(acme):
+    result = apply(acme, group("globex-eu", "globex"), group("project-x", "globex-eu"))
+
+    assert result.refused_parents == []
+    assert parent_of(acme, "project-x") == "globex-eu"
+    assert parent_of(acme, "globex-eu") == "globex"
+    assert parent_of(acme, "globex") is None
+    company = Account.objects.get(product=acme.product, tracking_id="globex")
+    assert company.identified is False  # known only as a parent until its own group call
+    tree = account_tree(account=Account.objects.get(tracking_id="project-x"))
+    assert [a.tracking_id for a in tree.ancestors] == ["globex", "globex-eu"]
+    assert [c.tracking_id for c in account_tree(account=company).children] == ["globex-eu"]
+
+
+def test_a_link_that_closes_a_cycle_is_refused_and_the_rest_of_the_call_applied(acme):
+    apply(acme, group("globex-eu", "globex"), group("project-x", "globex-eu"))
+
+    result = apply(acme, group("globex", "project-x", at=T0 + timedelta(minutes=1), plan="pro"))
+
+    [refused] = result.refused_parents
+    assert (refused.account, refused.parent, refused.reason) == ("globex", "project-x", "cycle")
+    assert "cycle" in refused.detail
+    assert parent_of(acme, "globex") is None
+    assert Account.objects.get(tracking_id="globex").traits["plan"] == "pro"
+
+
+def test_an_account_cannot_be_its_own_parent(acme):
+    [refused] = apply(acme, group("globex", "globex")).refused_parents
+
+    assert refused.reason == "cycle"
+    assert parent_of(acme, "globex") is None
+
+
+def test_links_of_one_batch_that_form_a_cycle_are_broken_by_tracking_id(acme):
+    # "a" goes under "b" first (tracking id order); "b" under "a" would then close the cycle.
+    result = apply(acme, group("b", "a"), group("a", "b"))
+
+    assert [(r.account, r.parent) for r in result.refused_parents] == [("b", "a")]
+    assert parent_of(acme, "a") == "b"
+    assert parent_of(acme, "b") is None
+
+
+def test_a_chain_deeper_than_ten_is_refused(acme):
+    names = [f"level-{n}" for n in range(1, MAX_LEVELS + 2)]
+    links = zip(names[: MAX_LEVELS - 1], names[1:MAX_LEVELS], strict=True)
+    apply(acme, *(group(child, parent) for parent, child in links))
+    assert parent_of(acme, names[MAX_LEVELS - 1]) == names[MAX_LEVELS - 2]  # ten levels: fine
+
+    [refused] = apply(acme, group(names[MAX_LEVELS], names[MAX_LEVELS - 1])).refused_parents
+
+    assert refused.reason == "too_deep"
+    assert parent_of(acme, names[MAX_LEVELS]) is None
+
+
+def test_moving_a_subtree_under_a_deep_chain_counts_the_subtree(acme):
+    apply(acme, *(group(f"deep-{n + 1}", f"deep-{n}") for n in range(1, 8)))  # 8 levels
+    apply(acme, group("child", "top"), group("grandchild", "child"))  # 3 levels
+
+    [refused] = apply(acme, group("top", "deep-8")).refused_parents  # 8 + 3 > 10
+
+    assert refused.reason == "too_deep"
+    assert parent_of(acme, "top") is None
+
+
+def test_a_child_is_re_parented_and_a_null_parent_removes_the_link(acme):
+    apply(acme, group("project-x", "globex-eu"))
+
+    apply(acme, group("project-x", "globex-us", at=T0 + timedelta(minutes=1)))
+    assert parent_of(acme, "project-x") == "globex-us"
+    assert account_tree(account=Account.objects.get(tracking_id="globex-eu")).children == []
+
+    apply(acme, group("project-x", None, at=T0 + timedelta(minutes=2)))
+    assert parent_of(acme, "project-x") is None
+
+
+def test_an_older_call_does_not_move_the_account_back(acme):
+    apply(acme, group("project-x", "globex-us", at=T0))
+
+    apply(acme, group("project-x", "globex-eu", at=T0 - timedelta(days=1)))
+
+    assert parent_of(acme, "project-x") == "globex-us"
+
+
+def test_erasing_a_parent_keeps_its_children(acme):
+    apply(acme, group("globex-eu", "globex"), group("project-x", "globex-eu"))
+
+    erasure = erasure_request(
+        product_id=acme.product.id,
+        kind=Erasure.Kind.ACCOUNT,
+        target_id=Account.objects.get(tracking_id="globex-eu").id,
+        suppress=False,
+        via=Erasure.Via.COMMAND,
+    )
+    assert erasure_run(erasure_id=erasure.id).status == Erasure.Status.COMPLETED
+
+    assert parent_of(acme, "project-x") is None
+    assert parent_of(acme, "globex") is None
