@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from django.utils import timezone
+
 from engagement import bulk
 from engagement.models import Account, Product, Workspace
 from engagement.people_rows import AccountState
@@ -82,6 +84,7 @@ def account_parents_apply(
             "id", "parent_id"
         )
     )
+    previous = dict(parents)
     refused: list[RefusedParent] = []
     changed: list[tuple[int, int | None]] = []
     for child in sorted(wanted, key=names.__getitem__):
@@ -98,6 +101,10 @@ def account_parents_apply(
             parents[child] = parent
         changed.append((child, parent))
     bulk.update_by_id(Account, ("parent",), changed)
+    # An account that lost a child is rescored, with its ancestors (the scoring's lineage):
+    # its figures no longer cover that child's.
+    if lost := {previous[child] for child, _ in changed if previous.get(child)}:
+        Account.objects.filter(id__in=lost).update(updated_at=timezone.now())
     return refused
 
 

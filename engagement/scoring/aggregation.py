@@ -60,36 +60,46 @@ def aggregate(run: ScoringRun, target: Target) -> None:
     run.analyze(target.table)
 
 
+def _subject(run: ScoringRun, target: Target) -> str:
+    """Whom a rollup counts for: its user, or its account and, in a hierarchy, each of the
+    account's ancestors (the lineage's ancestor_id, joined by _rollups)."""
+    if target is ACCOUNTS and run.lineage:
+        return "h.ancestor_id"
+    return f"r.{target.key}"
+
+
 def _rollups(run: ScoringRun, target: Target, join: str = "") -> str:
     """FROM and WHERE of the rollups of the scope over both windows, aliased r."""
+    subject = _subject(run, target)
+    lineage = (
+        "JOIN eds_t_lineage h ON h.account_id = r.account_id" if subject == "h.ancestor_id" else ""
+    )
     scope = (
-        ""
-        if run.everyone
-        else f"JOIN eds_t_scope_{target.name} s ON s.{target.key} = r.{target.key}"
+        "" if run.everyone else f"JOIN eds_t_scope_{target.name} s ON s.{target.key} = {subject}"
     )
     return f"""
-        FROM engagement_eventrollup r {scope} {join}
+        FROM engagement_eventrollup r {lineage} {scope} {join}
         WHERE r.product_id = %(product)s {target.rollup_filter}
         AND r.day >= %(prev_start)s AND r.day <= %(end)s
     """
 
 
 def _single_pass(run: ScoringRun, target: Target) -> None:
-    key, sql = target.key, run.sql
+    key, sql, subject = target.key, run.sql, _subject(run, target)
     if run.cap is None or target.caps_each_rollup:
         last_at = ", r.last_at" if target.tracks_last_at else ""
         days = f"""
-            SELECT r.{key}, r.event_name, r.day, r.count AS n,
+            SELECT {subject} AS {key}, r.event_name, r.day, r.count AS n,
                 {run.capped("r.count")} AS counted{last_at}
             {_rollups(run, target)}
         """
     else:
         last_at = ", MAX(r.last_at) AS last_at" if target.tracks_last_at else ""
         days = f"""
-            SELECT r.{key}, r.event_name, r.day, SUM(r.count) AS n,
+            SELECT {subject} AS {key}, r.event_name, r.day, SUM(r.count) AS n,
                 {run.capped("SUM(r.count)")} AS counted{last_at}
             {_rollups(run, target)}
-            GROUP BY r.{key}, r.event_name, r.day
+            GROUP BY {subject}, r.event_name, r.day
         """
     event_last_at, last_at_column, last_at_value = "", "", ""
     feature, adopted = "", "COUNT(*) FILTER (WHERE e.weight > 0 AND e.counted > 0)"
@@ -126,7 +136,7 @@ def _single_pass(run: ScoringRun, target: Target) -> None:
 
 
 def _through_day_tables(run: ScoringRun, target: Target) -> None:
-    key, sql, name = target.key, run.sql, target.name
+    key, sql, name, subject = target.key, run.sql, target.name, _subject(run, target)
     if target.caps_each_rollup:
         counted = f"SUM({run.capped('r.count')})"
     else:
@@ -153,10 +163,10 @@ def _through_day_tables(run: ScoringRun, target: Target) -> None:
     run.run(
         f"""
         INSERT INTO eds_t_{name}_day ({key}, event_name, day, n, counted, weight, cur{insert})
-        SELECT r.{key}, r.event_name, r.day, SUM(r.count), {counted}, COALESCE(w.weight, 1),
+        SELECT {subject}, r.event_name, r.day, SUM(r.count), {counted}, COALESCE(w.weight, 1),
             CASE WHEN r.day >= %(start)s THEN 1 ELSE 0 END{from_rollups}
         {_rollups(run, target, "LEFT JOIN eds_t_weight w ON w.event_name = r.event_name")}
-        GROUP BY r.{key}, r.event_name, r.day, w.weight
+        GROUP BY {subject}, r.event_name, r.day, w.weight
         """
     )
     run.temp(
@@ -202,6 +212,14 @@ def aggregate_account_members(run: ScoringRun) -> None:
         f"previous_mean {f}, first_seen {run.sql.timestamp}",
     )
     scope = "" if run.everyone else "JOIN eds_t_scope_account s ON s.account_id = m.account_id"
+    # In a hierarchy, an account's users are its own and its descendants', each once.
+    memberships = (
+        """(SELECT DISTINCT h.ancestor_id AS account_id, n.user_id
+            FROM engagement_membership n
+            JOIN eds_t_lineage h ON h.account_id = n.account_id)"""
+        if run.lineage
+        else "engagement_membership"
+    )
     # Every linked user counts, scored or not (a user without a score row scores 0).
     run.run(
         f"""
@@ -211,7 +229,7 @@ def aggregate_account_members(run: ScoringRun) -> None:
             COUNT(CASE WHEN us.raw_score > 0 THEN 1 END),
             AVG(COALESCE(us.engagement_score, 0)), AVG(COALESCE(us.previous_score, 0)),
             MIN(usr.first_seen_at)
-        FROM engagement_membership m
+        FROM {memberships} m
         {scope}
         JOIN engagement_user usr ON usr.id = m.user_id
         LEFT JOIN engagement_userscore us

@@ -179,6 +179,7 @@ def _rescore_everyone(run: ScoringRun) -> tuple[int, int]:
     run.is_full = True
     run.everyone = not run.filtered
     run.load_weights()
+    run.load_lineage()
     if run.filtered:
         run.load_matching_accounts()
         run.load_scoped_users()
@@ -207,6 +208,7 @@ def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | N
     if not load_changed(run, since=since):
         return None
     run.load_weights()
+    run.load_lineage()
     if run.filtered:
         run.load_matching_accounts()
         # An account entering or leaving the filter brings its users in or out of scope.
@@ -272,6 +274,16 @@ def _accounts_rescore_changed(run: ScoringRun) -> int:
             SELECT 1 FROM eds_t_candidate_account x WHERE x.account_id = linked.account_id)
         """
     )
+    if run.lineage:  # an account's figures cover its descendants: its ancestors change too
+        run.run(
+            """
+            INSERT INTO eds_t_candidate_account (account_id)
+            SELECT DISTINCT h.ancestor_id FROM eds_t_lineage h
+            JOIN eds_t_candidate_account c ON c.account_id = h.account_id
+            WHERE NOT EXISTS (
+                SELECT 1 FROM eds_t_candidate_account x WHERE x.account_id = h.ancestor_id)
+            """
+        )
     run.temp("eds_t_scope_account", "account_id BIGINT PRIMARY KEY")
     account_in_scope = (
         "WHERE c.account_id IN (SELECT account_id FROM eds_t_match_account)" if run.filtered else ""

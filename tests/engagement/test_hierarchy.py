@@ -9,7 +9,9 @@ import pytest
 from engagement.erasure import erasure_request, erasure_run
 from engagement.hierarchy import MAX_LEVELS, account_tree
 from engagement.models import Account, Erasure
+from engagement.scoring import workspace_refresh, workspace_rescore
 from engagement.services import Message, messages_apply
+from tests.engagement import helpers as h
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
 pytestmark = pytest.mark.both_databases
@@ -134,3 +136,68 @@ def test_erasing_a_parent_keeps_its_children(acme):
 
     assert parent_of(acme, "project-x") is None
     assert parent_of(acme, "globex") is None
+
+
+# --- Roll-up: a parent's figures cover its descendants -----------------------------------------
+
+
+def figures(tenant) -> dict[str, tuple[int, int, int, list]]:
+    """Per account: events in the window, total users, active users, breakdown counts."""
+    from engagement.models import AccountScore
+
+    return {
+        s.account.tracking_id: (
+            s.events_in_window,
+            s.total_users,
+            s.active_users,
+            sorted((b["event"], b["count"]) for b in s.score_breakdown or []),
+        )
+        for s in AccountScore.objects.filter(workspace=tenant.workspace).select_related("account")
+    }
+
+
+@pytest.fixture
+def company(acme):
+    """Globex > Globex EU > Project X. Ann (Project X) made 3 reports today, Bo (Globex EU)
+    2 exports; Cy is in Globex itself and did nothing."""
+    apply(
+        acme,
+        group("globex-eu", "globex"),
+        group("project-x", "globex-eu"),
+        *h.group("ann", "project-x"),
+        *h.group("bo", "globex-eu"),
+        *h.group("cy", "globex"),
+        *h.track("ann", "Report Created", times=3, account="project-x"),
+        *h.track("bo", "Export", times=2, account="globex-eu"),
+    )
+    workspace_rescore(workspace_id=acme.workspace.id)
+    return acme
+
+
+def test_events_and_users_roll_up_the_parent_chain(company):
+    assert figures(company) == {
+        "project-x": (3, 1, 1, [("Report Created", 3)]),
+        "globex-eu": (5, 2, 2, [("Export", 2), ("Report Created", 3)]),
+        "globex": (5, 3, 2, [("Export", 2), ("Report Created", 3)]),
+    }
+
+
+def test_an_incremental_refresh_updates_the_ancestors(company):
+    apply(company, *h.track("ann", "Report Created", account="project-x"))
+
+    workspace_refresh(workspace_id=company.workspace.id)
+
+    assert figures(company)["project-x"][0] == 4
+    assert figures(company)["globex-eu"][0] == 6
+    assert figures(company)["globex"][0] == 6
+
+
+def test_a_re_parented_child_leaves_its_old_parents_figures(company):
+    apply(company, group("project-x", "globex-us", at=datetime.now(UTC)))
+
+    workspace_refresh(workspace_id=company.workspace.id)
+
+    found = figures(company)
+    assert found["globex-eu"] == (2, 1, 1, [("Export", 2)])
+    assert found["globex"] == (2, 2, 1, [("Export", 2)])
+    assert found["globex-us"] == (3, 1, 1, [("Report Created", 3)])
