@@ -212,14 +212,12 @@ def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | N
     if run.filtered:
         run.load_matching_accounts()
         # An account entering or leaving the filter brings its users in or out of scope.
-        run.run(
-            """
-            INSERT INTO eds_t_candidate_user (user_id)
-            SELECT DISTINCT m.user_id FROM engagement_membership m
-            JOIN eds_t_candidate_account c ON c.account_id = m.account_id
-            WHERE NOT EXISTS (
-                SELECT 1 FROM eds_t_candidate_user x WHERE x.user_id = m.user_id)
-            """
+        _candidates_add(
+            run,
+            "user",
+            "m.user_id",
+            "engagement_membership m "
+            "JOIN eds_t_candidate_account c ON c.account_id = m.account_id",
         )
     run.analyze("eds_t_candidate_user", "eds_t_candidate_account")
 
@@ -227,6 +225,18 @@ def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | N
     accounts_change = _accounts_rescore_changed(run)
     figures_add(run, users=users_change, accounts=accounts_change)
     return run.count("eds_t_scope_user"), run.count("eds_t_scope_account")
+
+
+def _candidates_add(run: ScoringRun, kind: str, column: str, source: str) -> None:
+    """Add the ids `column` takes in `source` (FROM and joins) to eds_t_candidate_<kind>."""
+    run.run(
+        f"""
+        INSERT INTO eds_t_candidate_{kind} ({kind}_id)
+        SELECT DISTINCT {column} FROM {source}
+        WHERE NOT EXISTS (
+            SELECT 1 FROM eds_t_candidate_{kind} x WHERE x.{kind}_id = {column})
+        """
+    )
 
 
 def _users_rescore_changed(run: ScoringRun) -> int:
@@ -275,14 +285,11 @@ def _accounts_rescore_changed(run: ScoringRun) -> int:
         """
     )
     if run.lineage:  # an account's figures cover its descendants: its ancestors change too
-        run.run(
-            """
-            INSERT INTO eds_t_candidate_account (account_id)
-            SELECT DISTINCT h.ancestor_id FROM eds_t_lineage h
-            JOIN eds_t_candidate_account c ON c.account_id = h.account_id
-            WHERE NOT EXISTS (
-                SELECT 1 FROM eds_t_candidate_account x WHERE x.account_id = h.ancestor_id)
-            """
+        _candidates_add(
+            run,
+            "account",
+            "h.ancestor_id",
+            "eds_t_lineage h JOIN eds_t_candidate_account c ON c.account_id = h.account_id",
         )
     run.temp("eds_t_scope_account", "account_id BIGINT PRIMARY KEY")
     account_in_scope = (
