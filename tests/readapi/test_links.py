@@ -31,6 +31,7 @@ def test_record_and_page_links_carry_the_path_prefix(api_client, acme):
     assert page["data"][0]["_links"] == {
         "self": f"{BASE}/v2/accounts/{account.id}?workspace_id={workspace_id}",
         "workspace": f"{BASE}/v2/workspaces/{workspace_id}",
+        "children": f"{BASE}/v2/accounts?workspace_id={workspace_id}&parent_id={account.id}",
     }
     assert workspace["_links"] == {
         "self": f"{BASE}/v2/workspaces/{workspace_id}",
