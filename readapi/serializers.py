@@ -28,11 +28,9 @@ from engagement.presentation import (
 )
 from engagement.ranking import score_computed_at
 from engagement.scoring import tenure_days
-from engagement.stored_json import read_account_filter
 from readapi.formats import (
     RANK_DECIMALS,
     SHARE_DECIMALS,
-    ReadDictField,
     TimestampField,
     rounded_fraction,
     timestamp,
@@ -69,11 +67,6 @@ class FeatureUseSerializer(serializers.Serializer):
     used = serializers.BooleanField(help_text="Any of its events sent in the window.")
 
 
-class EventWeightSerializer(serializers.Serializer):
-    event = serializers.CharField(source="event_name")
-    weight = serializers.IntegerField()
-
-
 class RecordLinksSerializer(serializers.Serializer):
     self = serializers.URLField()
     workspace = serializers.URLField(required=False)
@@ -97,46 +90,6 @@ class SegmentRefSerializer(serializers.Serializer):
     @extend_schema_field(RecordLinksSerializer)
     def get__links(self, member) -> dict:
         return {"self": link(self.context, "read-segment", member.segment_id)}
-
-
-# --- Workspaces -------------------------------------------------------------------------------
-
-
-class WorkspaceStatsSerializer(serializers.Serializer):
-    users = serializers.IntegerField()
-    accounts = serializers.IntegerField()
-
-
-class WorkspaceSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-    lookback_days = serializers.IntegerField()
-    daily_event_cap = serializers.IntegerField(allow_null=True)
-    account_filter = ReadDictField(read=read_account_filter)
-    event_weights = EventWeightSerializer(source="weights.all", many=True)
-    created_at = TimestampField()
-    updated_at = TimestampField()
-    stats = serializers.SerializerMethodField(help_text="With expand=stats only.")
-    _links = serializers.SerializerMethodField()
-
-    @extend_schema_field(RecordLinksSerializer)
-    def get__links(self, workspace) -> dict:
-        return {
-            "self": link(self.context, "read-workspace", workspace.id),
-            "accounts": link(self.context, "read-accounts", workspace_id=workspace.id),
-            "users": link(self.context, "read-users", workspace_id=workspace.id),
-            "segments": link(self.context, "read-segments", workspace_id=workspace.id),
-        }
-
-    @extend_schema_field(WorkspaceStatsSerializer)
-    def get_stats(self, workspace) -> dict:
-        stats = self.context["stats"]
-        return {"users": stats.users, "accounts": stats.accounts}
-
-    def to_representation(self, workspace) -> dict:
-        if self.context.get("stats") is None:
-            self.fields.pop("stats", None)
-        return super().to_representation(workspace)
 
 
 # --- Accounts and users -----------------------------------------------------------------------

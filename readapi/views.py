@@ -22,6 +22,7 @@ from engagement.scoping import ProductScopedView
 from readapi import params as q
 from readapi import segment_serializers as ss
 from readapi import serializers as s
+from readapi import workspace_serializers as ws
 from readapi.authentication import BearerTokenAuthentication, HasApiToken
 from readapi.links import Links
 from readapi.pagination import Window, envelope_serializer, paginated_response
@@ -34,7 +35,7 @@ ERRORS = {
     429: OpenApiResponse(ErrorSerializer, description="Throttled; see Retry-After."),
 }
 
-WorkspacePage = envelope_serializer(s.WorkspaceSerializer, "WorkspacePage")
+WorkspacePage = envelope_serializer(ws.WorkspaceSerializer, "WorkspacePage")
 AccountPage = envelope_serializer(s.AccountSerializer, "AccountPage")
 UserPage = envelope_serializer(s.UserSerializer, "UserPage")
 SegmentPage = envelope_serializer(ss.SegmentSerializer, "SegmentPage")
@@ -121,7 +122,7 @@ class WorkspaceListView(ReadApiView):
         workspaces = selectors.workspace_list_for_product(product_id=self.product_id)
         total = workspaces.count()
         page = workspaces[params["offset"] : params["offset"] + params["limit"]]
-        data = s.WorkspaceSerializer(page, many=True, context=self.context()).data
+        data = ws.WorkspaceSerializer(page, many=True, context=self.context()).data
         return self.page(data, total, params)
 
 
@@ -130,7 +131,7 @@ class WorkspaceDetailView(ReadApiView):
         operation_id="workspaces_retrieve",
         summary="Retrieve one workspace (expand=stats adds user and account counts)",
         parameters=[q.WorkspaceDetailQuery],
-        responses={200: s.WorkspaceSerializer, **ERRORS},
+        responses={200: ws.WorkspaceSerializer, **ERRORS},
     )
     def get(self, request: Request, workspace_id: int) -> Response:
         params = self.params(q.WorkspaceDetailQuery)
@@ -140,7 +141,7 @@ class WorkspaceDetailView(ReadApiView):
             stats = selectors.workspace_stats(
                 workspace=workspace, counts_cache_seconds=settings.READ_API_COUNTS_CACHE_SECONDS
             )
-        return Response(s.WorkspaceSerializer(workspace, context=self.context(stats=stats)).data)
+        return Response(ws.WorkspaceSerializer(workspace, context=self.context(stats=stats)).data)
 
 
 # --- Accounts ---------------------------------------------------------------------------------
