@@ -74,6 +74,10 @@ def account_parents_apply(
             continue
         wanted[accounts[tid].id] = accounts[named].id if named else None
         sources[accounts[tid].id] = source
+    # Most such calls repeat the parent the account has: those need neither the lock nor the
+    # product's links.
+    current = dict(Account.objects.filter(id__in=wanted).values_list("id", "parent_id"))
+    wanted = {child: parent for child, parent in wanted.items() if current.get(child) != parent}
     if not wanted:
         return []
     # One product's links change one at a time: two workers linking A under B and B under A
