@@ -33,23 +33,23 @@ def _iso(value) -> str | None:
 
 def connection_status(*, product_id: int, runs: int = 10) -> dict:
     """The connection's state, app, last success and error, and its latest runs."""
-    connection = MarketplaceConnection.objects.filter(product_id=product_id).first()
-    if connection is None:
+    stored = MarketplaceConnection.objects.filter(product_id=product_id).first()
+    if stored is None:
         return {"product_id": product_id, "state": MarketplaceConnection.State.NOT_CONFIGURED}
-    latest = SyncRun.objects.filter(connection=connection).order_by("-started_at", "-id")[:runs]
+    latest = SyncRun.objects.filter(connection=stored).order_by("-started_at", "-id")[:runs]
     return {
         "product_id": product_id,
-        "state": connection.state,
-        "api_url": connection.api_url or settings.MARKETPLACE_API_URL,
-        "email": connection.email,
-        "vendor_id": connection.vendor_id,
-        "developer_id": connection.developer_id,
-        "marketplace_product_id": connection.marketplace_product_id,
-        "app_name": connection.app_name,
-        "schedule_enabled": bool(connection.periodic_task and connection.periodic_task.enabled),
-        "last_success_at": _iso(connection.last_success_at),
-        "last_error": connection.last_error or None,
-        "last_error_at": _iso(connection.last_error_at),
+        "state": stored.state,
+        "api_url": stored.api_url or settings.MARKETPLACE_API_URL,
+        "email": stored.email,
+        "vendor_id": stored.vendor_id,
+        "developer_id": stored.developer_id,
+        "marketplace_product_id": stored.marketplace_product_id,
+        "app_name": stored.app_name,
+        "schedule_enabled": bool(stored.periodic_task and stored.periodic_task.enabled),
+        "last_success_at": _iso(stored.last_success_at),
+        "last_error": stored.last_error or None,
+        "last_error_at": _iso(stored.last_error_at),
         "runs": [
             {
                 "id": run.id,

@@ -124,35 +124,35 @@ def connection_configure(
     becomes active and a full sync starts after the transaction commits."""
     now = timezone.now()
     with transaction.atomic():
-        connection, _ = MarketplaceConnection.objects.select_for_update().get_or_create(
+        stored, _ = MarketplaceConnection.objects.select_for_update().get_or_create(
             product_id=product_id
         )
-        if connection.marketplace_product_id and (
-            connection.marketplace_product_id != marketplace_product_id
+        if stored.marketplace_product_id and (
+            stored.marketplace_product_id != marketplace_product_id
         ):
             # Another app: the licenses of the previous one no longer compete for accounts.
-            License.objects.filter(connection=connection).delete()
-        connection.email = email.strip()
-        connection.api_token = api_token.strip()
-        connection.vendor_id = vendor_id.strip()
-        connection.developer_id = developer_id
-        connection.marketplace_product_id = marketplace_product_id
-        connection.app_name = app_name
-        connection.api_url = settings.MARKETPLACE_API_URL.rstrip("/")
-        connection.state = State.ACTIVE
-        connection.state_changed_at = now
-        connection.full_sync_completed_at = None
-        connection.last_error = ""
-        connection.last_error_at = None
-        connection.save()
+            License.objects.filter(connection=stored).delete()
+        stored.email = email.strip()
+        stored.api_token = api_token.strip()
+        stored.vendor_id = vendor_id.strip()
+        stored.developer_id = developer_id
+        stored.marketplace_product_id = marketplace_product_id
+        stored.app_name = app_name
+        stored.api_url = settings.MARKETPLACE_API_URL.rstrip("/")
+        stored.state = State.ACTIVE
+        stored.state_changed_at = now
+        stored.full_sync_completed_at = None
+        stored.last_error = ""
+        stored.last_error_at = None
+        stored.save()
         _runs_close_open(
-            connection.id,
+            stored.id,
             "Superseded: the connection details were saved again.",
             metrics.SUPERSEDED,
         )
-        connection_schedule_keep_in_step(connection)
-        connection_sync_request(connection_id=connection.id, trigger=SyncRun.Trigger.CONNECTED)
-    return connection
+        connection_schedule_keep_in_step(stored)
+        connection_sync_request(connection_id=stored.id, trigger=SyncRun.Trigger.CONNECTED)
+    return stored
 
 
 def connections_disconnect(*, connection_ids: list[int]) -> int:
@@ -191,25 +191,25 @@ def connection_test(*, connection_id: int) -> str:
 
     Returns what worked; raises the client's typed error for what did not.
     """
-    connection = MarketplaceConnection.objects.get(id=connection_id)
-    if not connection.api_token:
+    stored = MarketplaceConnection.objects.get(id=connection_id)
+    if not stored.api_token:
         raise MarketplaceError("No API token is stored: save the connection details first.")
     client = MarketplaceClient(
-        email=connection.email, api_token=connection.api_token, base_url=connection.api_url
+        email=stored.email, api_token=stored.api_token, base_url=stored.api_url
     )
-    developer_id = client.developer_id(connection.vendor_id)
-    if developer_id != connection.developer_id:
+    developer_id = client.developer_id(stored.vendor_id)
+    if developer_id != stored.developer_id:
         raise MarketplaceError(
-            f"Vendor {connection.vendor_id} now has developer ID {developer_id}, not "
-            f"{connection.developer_id}: save the connection details again."
+            f"Vendor {stored.vendor_id} now has developer ID {developer_id}, not "
+            f"{stored.developer_id}: save the connection details again."
         )
     app = next(
-        (a for a in client.apps(developer_id) if a.product_id == connection.marketplace_product_id),
+        (a for a in client.apps(developer_id) if a.product_id == stored.marketplace_product_id),
         None,
     )
     if app is None:
         raise MarketplaceError(
-            f"The app {connection.marketplace_product_id} is no longer in the vendor's listing."
+            f"The app {stored.marketplace_product_id} is no longer in the vendor's listing."
         )
     url = client.licenses_url(developer_id=developer_id, product_id=app.product_id, limit=1)
     page = client.licenses_page(url)
