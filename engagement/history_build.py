@@ -82,6 +82,7 @@ class HistoryBuilder(WorkspaceRun):
         if self.filtered:
             self.load_matching_accounts()
             self.load_scoped_users()
+        self.load_lineage()
         self.load_days()
         if (self.last - self.first).days < DELTA_DAYS:
             raw_by_changes(self)
@@ -244,9 +245,10 @@ class HistoryBuilder(WorkspaceRun):
 
     def account_points(self) -> None:
         """eds_h_account_points: each account's weighted points of each day with any (its
-        number n)."""
+        number n); in a hierarchy, its descendants' too."""
+        account, lineage = self.account_rollups()
         in_scope = (
-            "JOIN eds_t_match_account s ON s.account_id = r.account_id" if self.filtered else ""
+            f"JOIN eds_t_match_account s ON s.account_id = {account}" if self.filtered else ""
         )
         # The cap applies to each user's events of a day within the account (one rollup row).
         self.temp("eds_h_account_points", "account_id BIGINT, n INTEGER, points BIGINT")
@@ -254,12 +256,12 @@ class HistoryBuilder(WorkspaceRun):
         self.run(
             f"""
             INSERT INTO eds_h_account_points (account_id, n, points)
-            SELECT r.account_id, {self.day_number("r.day")}, {points}
-            FROM engagement_eventrollup r {in_scope}
+            SELECT {account}, {self.day_number("r.day")}, {points}
+            FROM engagement_eventrollup r {lineage} {in_scope}
             LEFT JOIN eds_t_weight w ON w.event_name = r.event_name
             WHERE r.product_id = %(product)s AND r.account_id IS NOT NULL
             AND r.day >= %(rollup_start)s AND r.day <= %(last)s
-            GROUP BY r.account_id, r.day
+            GROUP BY {account}, r.day
             HAVING {points} > 0
             """
         )
@@ -288,11 +290,12 @@ class HistoryBuilder(WorkspaceRun):
             "JOIN eds_t_match_account s ON s.account_id = m.account_id" if self.filtered else ""
         )
         # Every linked user counts in an account's mean, with or without a point that day.
+        memberships = self.memberships()
         self.temp("eds_h_account_total", "account_id BIGINT PRIMARY KEY, total INTEGER")
         self.run(
             f"""
             INSERT INTO eds_h_account_total (account_id, total)
-            SELECT m.account_id, COUNT(*) FROM engagement_membership m {in_scope}
+            SELECT m.account_id, COUNT(*) FROM {memberships} m {in_scope}
             JOIN engagement_user usr ON usr.id = m.user_id
             WHERE usr.product_id = %(product)s
             GROUP BY m.account_id
@@ -307,7 +310,7 @@ class HistoryBuilder(WorkspaceRun):
                 CAST(SUM({self.sql.score("u.raw", "p.p90")}) AS {self.sql.float}) / MAX(t.total)
             FROM eds_h_user_day u
             JOIN eds_h_p90 p ON p.day = u.day
-            JOIN engagement_membership m ON m.user_id = u.user_id
+            JOIN {memberships} m ON m.user_id = u.user_id
             JOIN eds_h_account_total t ON t.account_id = m.account_id
             GROUP BY m.account_id, u.day
             """

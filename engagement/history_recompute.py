@@ -106,7 +106,8 @@ def _raw_from_changes(builder: HistoryBuilder, kind: str) -> None:
 
 def rollup_points(builder: HistoryBuilder) -> str:
     """Every rollup row in the window of a day first..last, with its day's number n and the
-    weighted points it gives its user and its account (0 to one out of scope)."""
+    weighted points it gives its user and its account (0 to one out of scope); in a hierarchy,
+    a row for each of the account's ancestors too, giving its points to that account only."""
     weight = "COALESCE(w.weight, 1)"
     if builder.cap is None:
         user_points = f"r.count * {weight}"
@@ -121,15 +122,15 @@ def rollup_points(builder: HistoryBuilder) -> str:
     account_points = f"{builder.capped('r.count')} * {weight}"
     joins, scoped, account_in_scope = "", "", "r.account_id IS NOT NULL"
     if builder.filtered:
-        # The rows of users in scope, and those of accounts in scope whoever sent them.
-        joins = """
-            LEFT JOIN eds_t_scope_user su ON su.user_id = r.user_id
-            LEFT JOIN eds_t_match_account ma ON ma.account_id = r.account_id
-        """
-        scoped = "AND (su.user_id IS NOT NULL OR ma.account_id IS NOT NULL)"
+        # The rows of users in scope, and those of accounts in scope whoever sent them (in a
+        # hierarchy, an account's scope is decided per ancestor: _up_the_lineage).
+        joins = "LEFT JOIN eds_t_scope_user su ON su.user_id = r.user_id"
         user_points = f"CASE WHEN su.user_id IS NULL THEN 0 ELSE {user_points} END"
-        account_in_scope = "ma.account_id IS NOT NULL"
-    return f"""
+        if not builder.lineage:
+            joins += " LEFT JOIN eds_t_match_account ma ON ma.account_id = r.account_id"
+            scoped = "AND (su.user_id IS NOT NULL OR ma.account_id IS NOT NULL)"
+            account_in_scope = "ma.account_id IS NOT NULL"
+    rows = f"""
         SELECT r.user_id, r.account_id, {builder.day_number("r.day")} AS n,
             {user_points} AS user_points,
             CASE WHEN {account_in_scope} THEN {account_points} ELSE 0 END AS account_points
@@ -138,6 +139,27 @@ def rollup_points(builder: HistoryBuilder) -> str:
         {joins}
         WHERE r.product_id = %(product)s
         AND r.day >= %(rollup_start)s AND r.day <= %(last)s {scoped}
+    """
+    return _up_the_lineage(builder, rows) if builder.lineage else rows
+
+
+def _up_the_lineage(builder: HistoryBuilder, rows: str) -> str:
+    """The rows of rollup_points once for each ancestor of their account (itself included):
+    the user's points on the account's own row only, the account's points on each row whose
+    ancestor is in scope. Rows without an account keep theirs."""
+    scope, in_scope = "", ""
+    if builder.filtered:
+        scope = "LEFT JOIN eds_t_match_account ma ON ma.account_id = h.ancestor_id"
+        in_scope = "AND ma.account_id IS NOT NULL"
+    return f"""
+        SELECT p.user_id, h.ancestor_id AS account_id, p.n,
+            CASE WHEN h.ancestor_id IS NULL OR h.ancestor_id = p.account_id
+                THEN p.user_points ELSE 0 END AS user_points,
+            CASE WHEN h.ancestor_id IS NOT NULL {in_scope}
+                THEN p.account_points ELSE 0 END AS account_points
+        FROM ({rows}) p
+        LEFT JOIN eds_t_lineage h ON h.account_id = p.account_id
+        {scope}
     """
 
 

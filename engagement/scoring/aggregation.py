@@ -61,19 +61,14 @@ def aggregate(run: ScoringRun, target: Target) -> None:
 
 
 def _subject(run: ScoringRun, target: Target) -> str:
-    """Whom a rollup counts for: its user, or its account and, in a hierarchy, each of the
-    account's ancestors (the lineage's ancestor_id, joined by _rollups)."""
-    if target is ACCOUNTS and run.lineage:
-        return "h.ancestor_id"
-    return f"r.{target.key}"
+    """Whom a rollup counts for: its user, or its account (in a hierarchy, each ancestor)."""
+    return run.account_rollups()[0] if target is ACCOUNTS else f"r.{target.key}"
 
 
 def _rollups(run: ScoringRun, target: Target, join: str = "") -> str:
     """FROM and WHERE of the rollups of the scope over both windows, aliased r."""
     subject = _subject(run, target)
-    lineage = (
-        "JOIN eds_t_lineage h ON h.account_id = r.account_id" if subject == "h.ancestor_id" else ""
-    )
+    lineage = run.account_rollups()[1] if target is ACCOUNTS else ""
     scope = (
         "" if run.everyone else f"JOIN eds_t_scope_{target.name} s ON s.{target.key} = {subject}"
     )
@@ -212,14 +207,7 @@ def aggregate_account_members(run: ScoringRun) -> None:
         f"previous_mean {f}, first_seen {run.sql.timestamp}",
     )
     scope = "" if run.everyone else "JOIN eds_t_scope_account s ON s.account_id = m.account_id"
-    # In a hierarchy, an account's users are its own and its descendants', each once.
-    memberships = (
-        """(SELECT DISTINCT h.ancestor_id AS account_id, n.user_id
-            FROM engagement_membership n
-            JOIN eds_t_lineage h ON h.account_id = n.account_id)"""
-        if run.lineage
-        else "engagement_membership"
-    )
+    memberships = run.memberships()
     # Every linked user counts, scored or not (a user without a score row scores 0).
     run.run(
         f"""

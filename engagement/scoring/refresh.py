@@ -127,9 +127,7 @@ def workspace_refresh(
     )
 
 
-def _needs_full(
-    state: ScoringState, *, since: datetime | None, now: datetime, digest: str
-) -> bool:
+def _needs_full(state: ScoringState, *, since: datetime | None, now: datetime, digest: str) -> bool:
     """A full rescore: never scored, the activity log no longer reaches back to the watermark,
     a new day (the window moved), or the workspace's settings changed."""
     return (
@@ -216,8 +214,7 @@ def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | N
             run,
             "user",
             "m.user_id",
-            "engagement_membership m "
-            "JOIN eds_t_candidate_account c ON c.account_id = m.account_id",
+            "engagement_membership m JOIN eds_t_candidate_account c ON c.account_id = m.account_id",
         )
     run.analyze("eds_t_candidate_user", "eds_t_candidate_account")
 

@@ -164,6 +164,22 @@ class WorkspaceRun(StatementRunner):
         self.cursor.execute("CREATE INDEX eds_t_lineage_account ON eds_t_lineage (account_id)")
         self.analyze("eds_t_lineage")
 
+    def account_rollups(self) -> tuple[str, str]:
+        """Whom an account's rollup row (alias r) counts for, and the join that gives it: its
+        account or, in a hierarchy, each of the account's ancestors (itself included)."""
+        if self.lineage:
+            return "h.ancestor_id", "JOIN eds_t_lineage h ON h.account_id = r.account_id"
+        return "r.account_id", ""
+
+    def memberships(self) -> str:
+        """The product's account memberships as a table of (account_id, user_id): in a
+        hierarchy, an account's users are its own and its descendants', each once."""
+        if not self.lineage:
+            return "engagement_membership"
+        return """(SELECT DISTINCT h.ancestor_id AS account_id, n.user_id
+            FROM engagement_membership n
+            JOIN eds_t_lineage h ON h.account_id = n.account_id)"""
+
     def load_matching_accounts(self) -> None:
         """Accounts the workspace's account filter admits (only built when a filter is set)."""
         self.temp("eds_t_match_account", "account_id BIGINT PRIMARY KEY")

@@ -451,6 +451,36 @@ def test_generated_activity_stores_what_a_rescore_of_each_day_scores(acme, seed)
     assert_short_ranges_store_the_same(acme.workspace, expected)
 
 
+@pytest.mark.parametrize("account_filter", [None, {"plan": "pro"}])
+def test_a_parents_history_covers_its_descendants(acme, account_filter):
+    """Company > Workspace > Project (and a second project): each day of a parent's history
+    is what scoring computed on that day, its descendants' events and users included (a user
+    in two of them counted once); with a filter only the company and one project qualify."""
+    configure(acme, lookback=5, cap=3, weights={"report": 2}, account_filter=account_filter)
+    pro = {"plan": "pro"}
+    apply(
+        acme,
+        group("ceo", "company", pro),
+        group("lead", "workspace", {"parent_group_id": "company"}),
+        group("dev", "project", {"parent_group_id": "workspace", **pro}),
+        group("qa", "project-2", {"parent_group_id": "workspace"}),
+        group("lead", "project"),
+        track("ceo", "login", days_ago=9, times=2, account="company"),
+        track("lead", "report", days_ago=8, times=4, account="workspace"),
+        track("lead", "report", days_ago=6, times=1, account="project"),
+        track("dev", "report", days_ago=7, times=2, account="project"),
+        track("dev", "login", days_ago=3, times=5, account="project"),
+        track("qa", "login", days_ago=4, times=1, account="project-2"),
+        track("qa", "report", days_ago=2, times=3),
+    )
+    expected = assert_built_history_is_rescored(
+        acme.workspace, days=10, more_users_than=10, more_accounts_than=8
+    )
+    # Three days ago the company's own login had left the window: its descendants' remain.
+    assert expected[1][(account_id(acme, "company"), day(3))][1] > 0
+    assert_short_ranges_store_the_same(acme.workspace, expected)
+
+
 def test_the_beat_updates_each_workspace_once_a_day(ada_and_bob, globex, settings):
     app.conf.task_always_eager = True
     try:
