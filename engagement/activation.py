@@ -2,7 +2,8 @@
 
 A step is `event:<name>` (done once the subject has ever sent that event) or `trait:<name>`
 (done once the trait is set to anything but null); order does not matter. An account's step is
-done when any of its users did it, or, for a trait, when the account itself has it.
+done when any of its users did it, or, for a trait, when the account itself has it; in a
+hierarchy an account's users are its own and its descendants' (engagement/hierarchy).
 
 Read a page at a time, when a record is read: one grouped query over the daily rollups for the
 event steps (through the rollups' (product, user, event, ...) index) and one per trait step,
@@ -12,13 +13,14 @@ keep days, and raw events are not read), or the time of the message that set the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 
 from django.db.models import BigIntegerField, Min
 from django.db.models.functions import Cast
 
+from engagement.hierarchy import account_subtrees
 from engagement.models import Account, ActivationStep, EventRollup, User, Workspace
 from engagement.segments import TraitText
 
@@ -95,7 +97,7 @@ def activation_replace(*, workspace: Workspace, activation: dict[str, list[str]]
     )
 
 
-def _first_sent(product_id: int, names: list[str], owner: str, ids: Sequence[int]) -> dict:
+def _first_sent(product_id: int, names: list[str], owner: str, ids: Iterable[int]) -> dict:
     """{(subject id, event): first UTC day} through the rollups; `owner` is the path from a
     rollup to the subject id ("user_id", or "user__memberships__account_id")."""
     rows = (
@@ -109,7 +111,7 @@ def _first_sent(product_id: int, names: list[str], owner: str, ids: Sequence[int
     return {(subject_id, event): first for subject_id, event, first in rows}
 
 
-def _trait_set(model, owner: str, name: str, ids: Sequence[int]) -> dict[int, int | None]:
+def _trait_set(model, owner: str, name: str, ids: Iterable[int]) -> dict[int, int | None]:
     """{subject id: earliest time (ms) the trait got its value} among rows whose trait is set
     (TraitText takes the name literally, and reads a null as NULL on both databases)."""
     rows = (
@@ -121,6 +123,20 @@ def _trait_set(model, owner: str, name: str, ids: Sequence[int]) -> dict[int, in
         .values_list(owner, "at")
     )
     return dict(rows)
+
+
+def _account_trait_set(name: str, covered: dict[int, set[int]]) -> dict[int, int | None]:
+    """_trait_set for accounts: the account's own trait, or that of any user of the account or
+    of its descendants (`covered`: each account with its descendants), the earliest time."""
+    own = _trait_set(Account, "id", name, covered)
+    users = _trait_set(User, "memberships__account_id", name, set().union(*covered.values()))
+    trait_times: dict[int, int | None] = {}
+    for account_id, subtree in covered.items():
+        times = [own[account_id]] if account_id in own else []
+        times += [users[m] for m in subtree if m in users]
+        if times:
+            trait_times[account_id] = min((t for t in times if t is not None), default=None)
+    return trait_times
 
 
 def _at_day(day: date) -> datetime:
@@ -139,21 +155,29 @@ def activation_progress(
     if not ids or not steps:
         return {subject_id: Activation(None, []) for subject_id in ids}
     events = [name for kind, name in map(step_parts, steps) if kind == "event"]
-    owner = "user_id" if target == "user" else "user__memberships__account_id"
-    first_sent = _first_sent(workspace.product_id, events, owner, ids) if events else {}
+    if target == "user":
+        covered = {i: {i} for i in ids}
+        owner = "user_id"
+    else:  # an account's users are its own and its descendants' (engagement/hierarchy)
+        covered = account_subtrees(ids)
+        owner = "user__memberships__account_id"
+    members = set().union(*covered.values())
+    sent = _first_sent(workspace.product_id, events, owner, members) if events else {}
+    first_sent = {
+        (subject_id, name): min(
+            (sent[(i, name)] for i in covered[subject_id] if (i, name) in sent), default=None
+        )
+        for subject_id in ids
+        for name in events
+    }
     trait_times: dict[str, dict[int, int | None]] = {}
     for kind, name in map(step_parts, steps):
         if kind != "trait":
             continue
         if target == "user":
             trait_times[name] = _trait_set(User, "id", name, ids)
-        else:  # the account's own trait, else its earliest user's
-            own = _trait_set(Account, "id", name, ids)
-            users = _trait_set(User, "memberships__account_id", name, ids)
-            trait_times[name] = {
-                i: min((t for t in (own.get(i), users.get(i)) if t is not None), default=None)
-                for i in own.keys() | users.keys()
-            }
+        else:
+            trait_times[name] = _account_trait_set(name, covered)
     progress = {}
     for subject_id in ids:
         done = []

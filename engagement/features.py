@@ -15,6 +15,7 @@ from datetime import date
 
 from django.utils import timezone
 
+from engagement.hierarchy import account_subtrees
 from engagement.models import EventRollup, Feature, Workspace
 
 NAME_MAX = 200
@@ -87,21 +88,24 @@ def features_used(
         return {subject_id: [] for subject_id in ids}
     feature_of = {event: name for name, events in features.items() for event in events}
     key = f"{target}_id"
+    # An account's events are its own and its descendants' (engagement/hierarchy).
+    covered = account_subtrees(ids) if target == "account" else {i: {i} for i in ids}
     sent = (
         EventRollup.objects.filter(
             product_id=workspace.product_id,
             event_name__in=list(feature_of),
             day__gte=window.start,
             day__lte=window.end,
-            **{f"{key}__in": list(ids)},
+            **{f"{key}__in": set().union(*covered.values())},
         )
         .values_list(key, "event_name")
         .distinct()
     )
-    used: dict[int, set[str]] = {}
-    for subject_id, event in sent:
-        used.setdefault(subject_id, set()).add(feature_of[event])
+    used_by: dict[int, set[str]] = {}
+    for sender, event in sent:
+        used_by.setdefault(sender, set()).add(feature_of[event])
+    used = {i: set().union(*(used_by.get(s, set()) for s in covered[i])) for i in ids}
     return {
-        subject_id: [FeatureUse(name, name in used.get(subject_id, ())) for name in features]
+        subject_id: [FeatureUse(name, name in used[subject_id]) for name in features]
         for subject_id in ids
     }

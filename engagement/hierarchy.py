@@ -188,3 +188,45 @@ def account_tree(*, account: Account) -> AccountTree:
         .values_list("id", "tracking_id")
     ]
     return AccountTree(ancestors, children)
+
+
+def account_subtrees(account_ids: Iterable[int]) -> dict[int, set[int]]:
+    """Each account with itself and its descendants, the accounts a parent's figures cover,
+    for figures read a page at a time (engagement/period_figures.py, features, activation).
+    One query for each level that has children: one when none of them has any."""
+    subtrees = {account_id: {account_id} for account_id in account_ids}
+    level = {account_id: {account_id} for account_id in subtrees}  # account -> its roots
+    for _ in range(MAX_LEVELS):
+        below: dict[int, set[int]] = {}
+        for child, parent in Account.objects.filter(parent_id__in=list(level)).values_list(
+            "id", "parent_id"
+        ):
+            for root in level[parent]:
+                subtrees[root].add(child)
+            below.setdefault(child, set()).update(level[parent])
+        if not below:
+            break
+        level = below
+    return subtrees
+
+
+def lineage_query(product: str) -> str:
+    """SELECT account_id, ancestor_id: each account of the product with itself and each of its
+    ancestors, as one recursive query (`product` is its placeholder, "%s" or "%(product)s").
+    The depth bound keeps a damaged table from looping; read it with DISTINCT for the same
+    reason. The refresh keeps it as eds_t_lineage; segment event conditions read it inline."""
+    # Fixed names and a constant; the product is the caller's placeholder.
+    return f"""
+        WITH RECURSIVE up (account_id, ancestor_id, depth) AS (
+            SELECT id, id, 0 FROM engagement_account WHERE product_id = {product}
+            UNION ALL
+            SELECT up.account_id, a.parent_id, up.depth + 1
+            FROM up JOIN engagement_account a ON a.id = up.ancestor_id
+            WHERE a.parent_id IS NOT NULL AND up.depth < {MAX_LEVELS})
+        SELECT DISTINCT account_id, ancestor_id FROM up
+    """  # noqa: S608
+
+
+def product_has_hierarchy(product_id: int) -> bool:
+    """Whether any account of the product has a parent (else figures need no roll-up)."""
+    return Account.objects.filter(product_id=product_id, parent__isnull=False).exists()

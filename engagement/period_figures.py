@@ -7,6 +7,8 @@
 - `recently_scored_events`: the events the score counts in the window (its breakdown's counts,
   daily cap applied).
 
+An account's figures cover its descendants, like its score (engagement/hierarchy).
+
 Read a page at a time: one query for yesterday's scores and one sum over the rollups of the
 page's ids, through the (product, user, ...) and (account, day) rollup indexes.
 """
@@ -20,6 +22,7 @@ from datetime import timedelta
 from django.db.models import Sum
 from django.utils import timezone
 
+from engagement.hierarchy import account_subtrees
 from engagement.models import AccountScoreDay, EventRollup, EventWeight, UserScoreDay, Workspace
 
 
@@ -44,18 +47,25 @@ def period_figures(
     days = AccountScoreDay if target == "account" else UserScoreDay
     yesterday = timezone.now().date() - timedelta(days=1)
     scores = dict(
-        days.objects.filter(workspace_id=workspace.id, day=yesterday, **{f"{key}__in": ids})
-        .values_list(key, "engagement_score")
+        days.objects.filter(
+            workspace_id=workspace.id, day=yesterday, **{f"{key}__in": ids}
+        ).values_list(key, "engagement_score")
     )
+    # An account's events are its own and its descendants' (engagement/hierarchy).
+    covered = account_subtrees(ids) if target == "account" else {i: {i} for i in ids}
     unscored = EventWeight.objects.filter(workspace_id=workspace.id, weight=0).values("event_name")
     events = dict(
-        EventRollup.objects.filter(product_id=workspace.product_id, **{f"{key}__in": ids})
+        EventRollup.objects.filter(
+            product_id=workspace.product_id, **{f"{key}__in": set().union(*covered.values())}
+        )
         .exclude(event_name__in=unscored)
         .values(key)
         .annotate(total=Sum("count"))
         .values_list(key, "total")
     )
     return {
-        subject_id: PeriodFigures(scores.get(subject_id), int(events.get(subject_id) or 0))
+        subject_id: PeriodFigures(
+            scores.get(subject_id), sum(int(events.get(i) or 0) for i in covered[subject_id])
+        )
         for subject_id in ids
     }

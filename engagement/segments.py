@@ -15,18 +15,20 @@ statements, and the log is purged after SEGMENT_CHANGES_RETENTION_DAYS.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Func, Q, QuerySet, Sum, TextField
+from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTransform
 from django.db.models.lookups import IsNull
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from engagement.backends import SegmentStatements, database_backend
+from engagement.hierarchy import lineage_query, product_has_hierarchy
 from engagement.models import (
     AccountScore,
     EventRollup,
@@ -253,12 +255,16 @@ def _condition_applied(
 def _event_q(subject: _Subject, name: str, times: int, days: int | None) -> Q:
     """Subjects that sent `name` `times` times or more, counted from the daily rollups: since
     the start of the day `days` days ago (UTC), or ever. A user's rollups are every event they
-    sent; an account's are the events that counted for it."""
+    sent; an account's are the events that counted for it (in a hierarchy, for it or any of its
+    descendants)."""
+    since = (subject.now - timedelta(days=days)).date() if days is not None else None
+    if subject.key == "account_id" and product_has_hierarchy(subject.product_id):
+        return Q(account_id__in=_rolled_up_event_counts(subject.product_id, name, times, since))
     rollups = EventRollup.objects.filter(product_id=subject.product_id, event_name=name)
     if subject.key == "account_id":
         rollups = rollups.filter(account_id__isnull=False)
-    if days is not None:
-        rollups = rollups.filter(day__gte=(subject.now - timedelta(days=days)).date())
+    if since is not None:
+        rollups = rollups.filter(day__gte=since)
     counted = (
         rollups.values(subject.key)
         .annotate(times=Sum("count"))
@@ -266,6 +272,22 @@ def _event_q(subject: _Subject, name: str, times: int, days: int | None) -> Q:
         .values(subject.key)
     )
     return Q(**{f"{subject.key}__in": counted})
+
+
+def _rolled_up_event_counts(product_id: int, name: str, times: int, since: date | None) -> RawSQL:
+    """The accounts whose events and descendants' events of `name` (since the day `since`)
+    number `times` or more: the rollups summed up the lineage of engagement/hierarchy."""
+    day = "" if since is None else "AND r.day >= %s"
+    params = [product_id, product_id, name] + ([] if since is None else [since]) + [times]
+    return RawSQL(  # noqa: S611 (fixed names; every value a parameter)
+        f"""
+        SELECT h.ancestor_id FROM ({lineage_query("%s")}) h
+        JOIN engagement_eventrollup r ON r.account_id = h.account_id
+        WHERE r.product_id = %s AND r.event_name = %s {day}
+        GROUP BY h.ancestor_id HAVING SUM(r.count) >= %s
+        """,  # noqa: S608
+        params,
+    )
 
 
 # The SQL below is assembled from fixed table and column names; the matching subquery is the

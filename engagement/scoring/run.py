@@ -16,7 +16,7 @@ from django.db import connection
 
 from engagement.backends import database_backend
 from engagement.features import workspace_features
-from engagement.hierarchy import MAX_LEVELS
+from engagement.hierarchy import lineage_query, product_has_hierarchy
 from engagement.models import Account, ScoringState, Workspace
 from engagement.scoring.formula import scoring_window
 from engagement.segments import accounts_admitted
@@ -142,24 +142,13 @@ class WorkspaceRun(StatementRunner):
     def load_lineage(self) -> None:
         """eds_t_lineage: each account of the product with itself and each of its ancestors
         (engagement/hierarchy), when any account has a parent; otherwise nothing, and accounts
-        are aggregated alone as before. The depth bound keeps a damaged table from looping."""
-        self.lineage = Account.objects.filter(
-            product_id=self.workspace.product_id, parent__isnull=False
-        ).exists()
+        are aggregated alone as before."""
+        self.lineage = product_has_hierarchy(self.workspace.product_id)
         if not self.lineage:
             return
         self.temp("eds_t_lineage", "account_id BIGINT, ancestor_id BIGINT")
         self.run(
-            f"""
-            WITH RECURSIVE up (account_id, ancestor_id, depth) AS (
-                SELECT id, id, 0 FROM engagement_account WHERE product_id = %(product)s
-                UNION ALL
-                SELECT up.account_id, a.parent_id, up.depth + 1
-                FROM up JOIN engagement_account a ON a.id = up.ancestor_id
-                WHERE a.parent_id IS NOT NULL AND up.depth < {MAX_LEVELS})
-            INSERT INTO eds_t_lineage (account_id, ancestor_id)
-            SELECT DISTINCT account_id, ancestor_id FROM up
-            """
+            f"INSERT INTO eds_t_lineage (account_id, ancestor_id) {lineage_query('%(product)s')}"
         )
         self.cursor.execute("CREATE INDEX eds_t_lineage_account ON eds_t_lineage (account_id)")
         self.analyze("eds_t_lineage")

@@ -6,11 +6,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from engagement.activation import activation_progress
 from engagement.erasure import erasure_request, erasure_run
+from engagement.features import features_used
 from engagement.hierarchy import MAX_LEVELS, account_tree
-from engagement.models import Account, Erasure
+from engagement.models import Account, Erasure, Segment, SegmentMember
+from engagement.period_figures import period_figures
 from engagement.scoring import workspace_refresh, workspace_rescore
+from engagement.segments import segment_refresh
 from engagement.services import Message, messages_apply
+from engagement.workspace_config import workspace_config_apply, workspace_config_get
 from tests.engagement import helpers as h
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
@@ -201,3 +206,91 @@ def test_a_re_parented_child_leaves_its_old_parents_figures(company):
     assert found["globex-eu"] == (2, 1, 1, [("Export", 2)])
     assert found["globex"] == (2, 2, 1, [("Export", 2)])
     assert found["globex-us"] == (3, 1, 1, [("Report Created", 3)])
+
+
+def tracking_ids(tenant, ids) -> set[str]:
+    return set(
+        Account.objects.filter(product=tenant.product, id__in=ids).values_list(
+            "tracking_id", flat=True
+        )
+    )
+
+
+def account_ids(tenant) -> dict[str, int]:
+    return dict(Account.objects.filter(product=tenant.product).values_list("tracking_id", "id"))
+
+
+@pytest.mark.parametrize(
+    ("event", "times", "members"),
+    [
+        ("Report Created", 3, {"project-x", "globex-eu", "globex"}),
+        ("Export", 2, {"globex-eu", "globex"}),
+        ("Export", 3, set()),
+    ],
+)
+def test_event_conditions_count_a_parents_descendants(company, event, times, members):
+    segment = Segment.objects.create(
+        workspace=company.workspace,
+        name="Busy",
+        target=Segment.Target.ACCOUNTS,
+        conditions=[
+            {
+                "field": f"event:{event}",
+                "operator": "count_at_least",
+                "value": times,
+                "within_last_days": 7,
+            }
+        ],
+    )
+
+    segment_refresh(segment=segment)
+
+    joined = SegmentMember.objects.filter(segment=segment).values_list("account_id", flat=True)
+    assert tracking_ids(company, joined) == members
+
+
+def test_overall_scored_events_cover_the_descendants(company):
+    ids = account_ids(company)
+
+    found = period_figures(workspace=company.workspace, target="account", ids=list(ids.values()))
+
+    assert {t: found[i].overall_scored_events for t, i in ids.items()} == {
+        "project-x": 3,
+        "globex-eu": 5,
+        "globex": 5,
+    }
+
+
+def test_features_used_by_descendants_count_for_the_parent(company):
+    document = workspace_config_get(workspace=company.workspace)
+    document["features"] = {"Reporting": ["Report Created"], "Exports": ["Export"]}
+    workspace_config_apply(workspace_id=company.workspace.id, document=document)
+    ids = account_ids(company)
+
+    found = features_used(workspace=company.workspace, target="account", ids=list(ids.values()))
+
+    used = {t: [f.feature for f in found[i] if f.used] for t, i in ids.items()}
+    assert used == {
+        "project-x": ["Reporting"],
+        "globex-eu": ["Reporting", "Exports"],
+        "globex": ["Reporting", "Exports"],
+    }
+
+
+def test_activation_steps_done_by_descendants_users_count_for_the_parent(company):
+    document = workspace_config_get(workspace=company.workspace)
+    document["activation"] = {"users": [], "accounts": ["event:Export", "trait:plan"]}
+    workspace_config_apply(workspace_id=company.workspace.id, document=document)
+    apply(company, *h.identify("ann", {"plan": "pro"}))
+    ids = account_ids(company)
+
+    found = activation_progress(
+        workspace=company.workspace, target="account", ids=list(ids.values())
+    )
+
+    done = {t: [s.done for s in found[i].steps] for t, i in ids.items()}
+    assert done == {
+        "project-x": [False, True],  # Ann's plan; Bo's export was in Globex EU, above it
+        "globex-eu": [True, True],
+        "globex": [True, True],
+    }
