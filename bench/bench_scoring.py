@@ -1,6 +1,11 @@
 """Scoring benchmark: full rescore of a workspace and the time from a new event to a changed score.
 
-    .venv/bin/python bench/bench_scoring.py
+    .venv/bin/python bench/bench_scoring.py [--features] [--hierarchy]
+
+`--features` groups the 20 event names into 5 features (adoption becomes the share of features
+used); `--hierarchy` links the accounts into a three-level tree (1,000 companies, 9,000
+workspaces, 90,000 projects: every account's figures then cover its descendants). Both are
+undone at the end, so the seeded database serves every variant.
 
 Seeds eds_bench_scores first (bench/seed_scoring.py: 100,000 accounts, 1,000,000 users, ~30M events
 over 30 days; skipped when already seeded). Then, on that database:
@@ -14,6 +19,7 @@ over 30 days; skipped when already seeded). Then, on that database:
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -28,21 +34,71 @@ import seed_scoring  # noqa: E402
 TARGET_SECONDS = 60.0
 
 
+def model_configure(workspace, *, features: bool, hierarchy: bool) -> None:
+    """The engagement model variants of issue 32 (features, the account hierarchy)."""
+    from django.db import connection
+
+    from engagement.features import features_replace
+
+    names = seed_scoring.EVENT_NAMES
+    features_replace(
+        workspace=workspace,
+        features={f"Feature group {n}": names[n * 4 : n * 4 + 4] for n in range(5)}
+        if features
+        else {},
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE engagement_account SET parent_id = NULL WHERE product_id = %s",
+            [workspace.product_id],
+        )
+        if hierarchy:
+            # In id order: every 100th account a company, every 10th a workspace under the
+            # company of its hundred, the rest projects under the workspace of their ten.
+            cursor.execute(
+                """
+                WITH ranked AS (
+                    SELECT id, ROW_NUMBER() OVER (ORDER BY id) - 1 AS k
+                    FROM engagement_account WHERE product_id = %s)
+                UPDATE engagement_account a SET parent_id = p.id
+                FROM ranked r JOIN ranked p ON p.k = CASE WHEN r.k %% 10 = 0
+                    THEN (r.k / 100) * 100 ELSE (r.k / 10) * 10 END
+                WHERE a.id = r.id AND r.k %% 100 <> 0
+                """,
+                [workspace.product_id],
+            )
+        cursor.execute("ANALYZE engagement_account")
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--features", action="store_true")
+    parser.add_argument("--hierarchy", action="store_true")
+    args = parser.parse_args()
     seeded = seed_scoring.seed()
     os.environ["DATABASE_URL"] = seed_scoring.DATABASE_URL
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()
+    from engagement.models import Workspace
+
+    workspace = Workspace.objects.get(id=seeded["workspace_id"])
+    model_configure(workspace, features=args.features, hierarchy=args.hierarchy)
+    try:
+        return measure(workspace, seeded)
+    finally:
+        model_configure(workspace, features=False, hierarchy=False)
+
+
+def measure(workspace, seeded: dict) -> int:
     from django.conf import settings
     from django.db import connection
 
-    from engagement.models import EventRollup, ScoringState, User, UserScore, Workspace
+    from engagement.models import EventRollup, ScoringState, User, UserScore
     from engagement.scoring import workspace_refresh, workspace_refresh_is_due, workspace_rescore
     from engagement.services import Message, messages_apply
 
-    workspace = Workspace.objects.get(id=seeded["workspace_id"])
     rows: list[tuple[str, str, str]] = []
     for key in ("accounts", "users", "rollups", "events"):
         rows.append((f"seeded {key}", f"{seeded[key]:,}", ""))
@@ -153,6 +209,10 @@ def main() -> int:
     slowest_rescore_s = max(first_s, again_s, moved_s)
     user = User.objects.get(id=score.user_id)
     rows.append(("user moved", user.tracking_id, ""))
+    linked = workspace.product.accounts.filter(parent__isnull=False).count()
+    rows.append(
+        ("features, accounts with a parent", f"{workspace.features.count()}", f"{linked:,}")
+    )
 
     width = max(len(name) for name, _, _ in rows)
     print(f"\n{'measure':<{width}}  {'value':>12}  note")

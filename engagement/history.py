@@ -182,6 +182,32 @@ def score_history_backfill_is_due(
     return (now or timezone.now()) >= state.checked_through + 2 * last_run
 
 
+def _needs_rebuild(state: ScoreHistoryState, *, horizon: datetime.date, digest: str) -> bool:
+    """Build the whole history: never built, stopped short of the horizon, or new settings."""
+    return (
+        state.built_through is None
+        or state.built_through < horizon
+        or state.config_digest != digest
+    )
+
+
+def _days_build(
+    workspace: Workspace,
+    first: datetime.date,
+    last: datetime.date,
+    stored_until: datetime.date | None,
+) -> tuple[int, int]:
+    """Compute and store days first..last (none when first is after last); returns the user
+    and account points written."""
+    if first > last:
+        return 0, 0
+    builder = HistoryBuilder(workspace=workspace, first=first, last=last, stored_until=stored_until)
+    try:
+        return builder.build()
+    finally:
+        builder.close()
+
+
 def score_history_update(
     *, workspace_id: int, now: datetime.datetime | None = None
 ) -> HistoryResult:
@@ -210,23 +236,11 @@ def score_history_update(
         )
         workspace = Workspace.objects.get(id=workspace_id)
         digest = workspace_config_digest(workspace=workspace)
-        rebuild = (
-            state.built_through is None
-            or state.built_through < horizon
-            or state.config_digest != digest
-        )
+        rebuild = _needs_rebuild(state, horizon=horizon, digest=digest)
         first, stored_until = _days_to_build(
             state, rebuild=rebuild, horizon=horizon, noted=noted.values()
         )
-        user_points = account_points = 0
-        if first <= yesterday:
-            builder = HistoryBuilder(
-                workspace=workspace, first=first, last=yesterday, stored_until=stored_until
-            )
-            try:
-                user_points, account_points = builder.build()
-            finally:
-                builder.close()
+        user_points, account_points = _days_build(workspace, first, yesterday, stored_until)
         if state.built_from is not None and state.built_from < horizon - PRUNE_SLACK:
             _delete_points(workspace_id=workspace_id, before_day=horizon)
             state.built_from = horizon
