@@ -207,7 +207,7 @@ def aggregate_account_members(run: ScoringRun) -> None:
         f"previous_mean {f}, first_seen {run.sql.timestamp}",
     )
     scope = "" if run.everyone else "JOIN eds_t_scope_account s ON s.account_id = m.account_id"
-    memberships = run.memberships()
+    memberships = run.memberships(scope="" if run.everyone else "eds_t_scope_account")
     # Every linked user counts, scored or not (a user without a score row scores 0).
     run.run(
         f"""

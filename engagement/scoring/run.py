@@ -151,6 +151,8 @@ class WorkspaceRun(StatementRunner):
             f"INSERT INTO eds_t_lineage (account_id, ancestor_id) {lineage_query('%(product)s')}"
         )
         self.cursor.execute("CREATE INDEX eds_t_lineage_account ON eds_t_lineage (account_id)")
+        # From a scope of ancestors (an incremental refresh's few) down to their descendants.
+        self.cursor.execute("CREATE INDEX eds_t_lineage_ancestor ON eds_t_lineage (ancestor_id)")
         self.analyze("eds_t_lineage")
 
     def account_rollups(self) -> tuple[str, str]:
@@ -160,14 +162,17 @@ class WorkspaceRun(StatementRunner):
             return "h.ancestor_id", "JOIN eds_t_lineage h ON h.account_id = r.account_id"
         return "r.account_id", ""
 
-    def memberships(self) -> str:
+    def memberships(self, *, scope: str = "") -> str:
         """The product's account memberships as a table of (account_id, user_id): in a
-        hierarchy, an account's users are its own and its descendants', each once."""
+        hierarchy, an account's users are its own and its descendants', each once. `scope`
+        (a table of account_id) limits the accounts inside the DISTINCT, which the planner
+        would otherwise compute for the whole product before joining it."""
         if not self.lineage:
             return "engagement_membership"
-        return """(SELECT DISTINCT h.ancestor_id AS account_id, n.user_id
-            FROM engagement_membership n
-            JOIN eds_t_lineage h ON h.account_id = n.account_id)"""
+        in_scope = f"JOIN {scope} s0 ON s0.account_id = h.ancestor_id" if scope else ""
+        return f"""(SELECT DISTINCT h.ancestor_id AS account_id, n.user_id
+            FROM eds_t_lineage h {in_scope}
+            JOIN engagement_membership n ON n.account_id = h.account_id)"""
 
     def load_matching_accounts(self) -> None:
         """Accounts the workspace's account filter admits (only built when a filter is set)."""
