@@ -80,29 +80,16 @@ def _rollups(run: ScoringRun, target: Target, join: str = "") -> str:
 
 
 def _single_pass(run: ScoringRun, target: Target) -> None:
-    key, sql, subject = target.key, run.sql, _subject(run, target)
-    if run.cap is None or target.caps_each_rollup:
-        last_at = ", r.last_at" if target.tracks_last_at else ""
-        days = f"""
-            SELECT {subject} AS {key}, r.event_name, r.day, r.count AS n,
-                {run.capped("r.count")} AS counted{last_at}
-            {_rollups(run, target)}
-        """
-    else:
-        last_at = ", MAX(r.last_at) AS last_at" if target.tracks_last_at else ""
-        days = f"""
-            SELECT {subject} AS {key}, r.event_name, r.day, SUM(r.count) AS n,
-                {run.capped("SUM(r.count)")} AS counted{last_at}
-            {_rollups(run, target)}
-            GROUP BY {subject}, r.event_name, r.day
-        """
-    event_last_at, last_at_column, last_at_value = "", "", ""
+    key, sql = target.key, run.sql
+    per_event = _per_event(run, target)
+    if target is ACCOUNTS and run.lineage:
+        per_event = _up_the_lineage(run, per_event)
     feature, adopted = "", "COUNT(*) FILTER (WHERE e.weight > 0 AND e.counted > 0)"
     if run.has_features:
         feature = ", CAST(%(features)s AS JSONB) ->> ev.event_name AS feature"
         adopted = "COUNT(DISTINCT e.feature) FILTER (WHERE e.n > 0)"
+    last_at_column, last_at_value = "", ""
     if target.tracks_last_at:
-        event_last_at = ", MAX(d.last_at) FILTER (WHERE d.day >= %(start)s) AS last_at"
         last_at_column, last_at_value = ", last_at", ", MAX(e.last_at)"
     run.run(
         f"""
@@ -113,21 +100,81 @@ def _single_pass(run: ScoringRun, target: Target) -> None:
             COALESCE(bit_count(CAST(bit_or(e.days) FILTER (WHERE e.weight > 0) AS BIT(64))), 0),
             {sql.breakdown("e")}{last_at_value}
         FROM (
-            SELECT ev.*, {run.weight_of("ev.event_name")} AS weight{feature} FROM (
-                SELECT d.{key}, d.event_name,
-                    COALESCE(SUM(d.counted) FILTER (WHERE d.day >= %(start)s), 0) AS counted,
-                    COALESCE(SUM(d.n) FILTER (WHERE d.day >= %(start)s), 0) AS n,
-                    COALESCE(SUM(d.counted) FILTER (WHERE d.day < %(start)s), 0)
-                        AS previous_counted,
-                    bit_or(CAST(1 AS BIGINT) << (d.day - %(prev_start)s))
-                        FILTER (WHERE d.day >= %(start)s) AS days{event_last_at}
-                FROM ({days}) d
-                GROUP BY d.{key}, d.event_name
-            ) ev OFFSET 0
+            SELECT ev.*, {run.weight_of("ev.event_name")} AS weight{feature}
+            FROM ({per_event}) ev OFFSET 0
         ) e
         GROUP BY e.{key}
         """
     )
+
+
+def _per_event(run: ScoringRun, target: Target) -> str:
+    """Per subject and event name: the counted events and the events of the window, the counted
+    events one period earlier, the window's active days as a bit mask (and its latest event).
+    In a hierarchy, an account's own rollups only (_up_the_lineage adds its descendants')."""
+    key = target.key
+    own = target is ACCOUNTS and run.lineage
+    subject = "r.account_id" if own else _subject(run, target)
+    rollups = _own_account_rollups(run) if own else _rollups(run, target)
+    if run.cap is None or target.caps_each_rollup:
+        last_at = ", r.last_at" if target.tracks_last_at else ""
+        days = f"""
+            SELECT {subject} AS {key}, r.event_name, r.day, r.count AS n,
+                {run.capped("r.count")} AS counted{last_at}
+            {rollups}
+        """
+    else:
+        last_at = ", MAX(r.last_at) AS last_at" if target.tracks_last_at else ""
+        days = f"""
+            SELECT {subject} AS {key}, r.event_name, r.day, SUM(r.count) AS n,
+                {run.capped("SUM(r.count)")} AS counted{last_at}
+            {rollups}
+            GROUP BY {subject}, r.event_name, r.day
+        """
+    event_last_at = ""
+    if target.tracks_last_at:
+        event_last_at = ", MAX(d.last_at) FILTER (WHERE d.day >= %(start)s) AS last_at"
+    return f"""
+        SELECT d.{key}, d.event_name,
+            COALESCE(SUM(d.counted) FILTER (WHERE d.day >= %(start)s), 0) AS counted,
+            COALESCE(SUM(d.n) FILTER (WHERE d.day >= %(start)s), 0) AS n,
+            COALESCE(SUM(d.counted) FILTER (WHERE d.day < %(start)s), 0) AS previous_counted,
+            bit_or(CAST(1 AS BIGINT) << (d.day - %(prev_start)s))
+                FILTER (WHERE d.day >= %(start)s) AS days{event_last_at}
+        FROM ({days}) d
+        GROUP BY d.{key}, d.event_name
+    """
+
+
+def _own_account_rollups(run: ScoringRun) -> str:
+    """FROM and WHERE of the accounts' own rollups over both windows (alias r), limited to the
+    scoped accounts and their descendants."""
+    scope = ""
+    if not run.everyone:
+        scope = """AND r.account_id IN (SELECT h.account_id FROM eds_t_lineage h
+            JOIN eds_t_scope_account s ON s.account_id = h.ancestor_id)"""
+    return f"""
+        FROM engagement_eventrollup r
+        WHERE r.product_id = %(product)s {ACCOUNTS.rollup_filter}
+        AND r.day >= %(prev_start)s AND r.day <= %(end)s {scope}
+    """
+
+
+def _up_the_lineage(run: ScoringRun, per_event: str) -> str:
+    """Each account's per-event figures summed over itself and its descendants: the per-event
+    figures of every account counted for each of its ancestors (itself included). Rolling up
+    one row per account and event, not every rollup row, keeps the join small: its sums, the
+    days' bit_or and the latest time combine the same either way, since an account's cap
+    applies to each rollup row."""
+    scope = "" if run.everyone else "JOIN eds_t_scope_account s ON s.account_id = h.ancestor_id"
+    return f"""
+        SELECT h.ancestor_id AS account_id, o.event_name, SUM(o.counted) AS counted,
+            SUM(o.n) AS n, SUM(o.previous_counted) AS previous_counted,
+            bit_or(o.days) AS days, MAX(o.last_at) AS last_at
+        FROM ({per_event}) o
+        JOIN eds_t_lineage h ON h.account_id = o.account_id {scope}
+        GROUP BY h.ancestor_id, o.event_name
+    """
 
 
 def _through_day_tables(run: ScoringRun, target: Target) -> None:

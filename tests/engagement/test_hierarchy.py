@@ -187,14 +187,33 @@ def test_events_and_users_roll_up_the_parent_chain(company):
     }
 
 
-def test_an_incremental_refresh_updates_the_ancestors(company):
+def test_an_incremental_refresh_updates_the_ancestors(company, settings):
+    # Project Y, Di's, is a sibling the refresh does not recompute: its events still count for
+    # the parents it does. Ed and Flo at Initech send the most events, so the refresh moves
+    # no other user's score (the 90th percentile stays theirs), and without the watermark's
+    # overlap it re-reads Ann's event only.
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
+    apply(
+        company,
+        group("project-y", "globex-eu"),
+        *h.group("di", "project-y"),
+        *h.track("di", "Export", account="project-y"),
+        *h.group("ed", "initech"),
+        *h.group("flo", "initech"),
+        *h.track("ed", "Report Created", times=9, account="initech"),
+        *h.track("flo", "Report Created", times=9, account="initech"),
+    )
+    workspace_rescore(workspace_id=company.workspace.id)
     apply(company, *h.track("ann", "Report Created", account="project-x"))
 
-    workspace_refresh(workspace_id=company.workspace.id)
+    result = workspace_refresh(workspace_id=company.workspace.id)
 
-    assert figures(company)["project-x"][0] == 4
-    assert figures(company)["globex-eu"][0] == 6
-    assert figures(company)["globex"][0] == 6
+    assert result.mode == "incremental"
+    found = figures(company)
+    assert found["project-x"] == (4, 1, 1, [("Report Created", 4)])
+    assert found["project-y"] == (1, 1, 1, [("Export", 1)])
+    assert found["globex-eu"] == (7, 3, 3, [("Export", 3), ("Report Created", 4)])
+    assert found["globex"] == (7, 4, 3, [("Export", 3), ("Report Created", 4)])
 
 
 def test_a_re_parented_child_leaves_its_old_parents_figures(company):
