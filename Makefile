@@ -10,6 +10,7 @@ PORT ?= $(or $(shell sed -n 's/^PORT=\([0-9][0-9]*\)[[:space:]]*$$/\1/p' '$(ENV_
 # The suite runs against this machine's real PostgreSQL and Redis (override to point elsewhere).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/eds
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/0
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: help run test lint bench migrate clean
 
@@ -32,12 +33,19 @@ run: $(BIN)/.installed ## Start web (127.0.0.1:8000; PORT=... or .env's PORT to 
 	PATH=$(CURDIR)/$(BIN):$$PATH WEB_PORT=$(PORT) $(BIN)/honcho start -f Procfile -e /dev/null
 
 # The second pass runs on SQLite, the embedded mode's database, every test marked
-# `both_databases` (those that apply or score data mark their module so).
+# `both_databases` (those that apply or score data mark their module so). Each pass spreads over
+# TEST_WORKERS processes (pytest-xdist), each with a data directory of its own (broker files,
+# metrics) and, from pytest-django, a database of its own; tests that start real servers and
+# workers all run in one of them (tests/conftest.py), since their workers share the broker.
+test_workers = data=$$(mktemp -d); for n in $$(seq 1 $(TEST_WORKERS)); do \
+	printf -- "--tx popen//env:DATA_DIR=$$data/$$n//env:PROMETHEUS_MULTIPROC_DIR=$$data/$$n/metrics "; \
+	done
 test: $(BIN)/.installed ## Run the full test suite (real PostgreSQL, Redis, RabbitMQ; then SQLite)
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-		$(BIN)/pytest --create-db $(PYTEST_ARGS)
-	DATABASE_URL= CELERY_BROKER_URL= DATA_DIR=$$(mktemp -d) \
-		$(BIN)/pytest -p no:cacheprovider -q -m "both_databases and not e2e and not postgresql"
+		$(BIN)/pytest --create-db --dist loadgroup $$($(test_workers)) $(PYTEST_ARGS)
+	DATABASE_URL= CELERY_BROKER_URL= \
+		$(BIN)/pytest -p no:cacheprovider -q --dist loadgroup $$($(test_workers)) \
+		-m "both_databases and not e2e and not postgresql"
 
 lint: $(BIN)/.installed ## ruff and Django's checks
 	$(BIN)/ruff check .

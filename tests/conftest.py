@@ -167,3 +167,34 @@ def broker():
     client.flushdb()
     yield client
     client.flushdb()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` spreads the tests over the cores (pytest-xdist, `--dist loadgroup`), each
+    worker with a database and a data directory of its own. Tests that start real servers and
+    workers share one worker, since their Celery workers consume the one broker's queues (and
+    some empty it), and they come first: the longest share starts at once, not at the end. It
+    runs first: xdist's own hook reads the group markers into the node ids."""
+    for item in items:
+        if item.get_closest_marker("e2e"):
+            item.add_marker(pytest.mark.xdist_group("processes"))
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Fail the run, not a test at random, if the grouping above stops reaching xdist's
+    scheduler (it reads the group from a suffix xdist appends to each node id: pytest 9.2 ignores
+    it, pytest-dev/pytest-xdist#1386)."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    ungrouped = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("e2e") and not item.nodeid.endswith("@processes")
+    ]
+    if ungrouped:
+        raise pytest.UsageError(
+            f"--dist loadgroup is not grouping the e2e tests (e.g. {ungrouped[0]}): "
+            "check the pytest and pytest-xdist versions"
+        )

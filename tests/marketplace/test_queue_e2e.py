@@ -91,7 +91,12 @@ def test_an_identify_is_applied_while_a_sync_waits_out_a_long_retry_after(post_j
         settings.MARKETPLACE_API_URL = base_url
         marketplace_connection = connect(acme)
         run = SyncRun.objects.get(connection=marketplace_connection)
-        wait_for(lambda: SyncRun.objects.get(id=run.id).outcome == SyncRun.Outcome.RETRYING)
+        # Includes both workers' start, which on a box busy with the rest of the suite (make
+        # test runs it on every core) can take well over the 30 s the other waits allow.
+        wait_for(
+            lambda: SyncRun.objects.get(id=run.id).outcome == SyncRun.Outcome.RETRYING,
+            timeout=120,
+        )
         run.refresh_from_db()
         # Retry-After: 600 is waited 300 s, the most the service waits.
         assert run.retry_at > timezone.now() + timedelta(seconds=290)
