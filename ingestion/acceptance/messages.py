@@ -183,6 +183,65 @@ def _alias(data: Mapping, ts: int, errors: FieldErrors, reading: Reading) -> dic
     return {"type": "alias", "timestamp": ts, "userId": user_id, "previousId": previous_id}
 
 
+def _tidied_segment_type(message_type: object) -> str:
+    """A type the SDKs do not send exactly as listed, tidied (case, spaces); a missing or blank
+    type breaks the field rules. The answer may still be no supported type."""
+    if message_type.__class__ is not str or not message_type.strip():
+        errors = FieldErrors()
+        errors.add("type", "This field is required: identify, group, track, page, screen or alias.")
+        errors.raise_if_any()
+    return message_type.strip().lower()
+
+
+def _segment_time(data: dict, clock: Clock, errors: FieldErrors, batch_sent_at: int | None) -> int:
+    """The message time, corrected for clock skew; a time before EARLIEST_MS is a field error."""
+    # Both times must be right, whichever one the correction uses.
+    timestamp = clock.read(data, "timestamp", errors)
+    sent_at = clock.read(data, "sentAt", errors)
+    forwarded = data.get("receivedAt") is not None
+    ts = clock.corrected(timestamp, batch_sent_at if sent_at is None else sent_at, forwarded)
+    if ts < fields.EARLIEST_MS:
+        errors.add("timestamp", fields.TOO_EARLY)
+    return ts
+
+
+def _segment_traits_call(
+    message_type: str, data: dict, ts: int, errors: FieldErrors, reading: Reading
+) -> dict:
+    """identify / group: the id it names, the other id it may name, and its traits."""
+    key, other = _NAMED[message_type]
+    first = fields.identifier(data, key, errors, reading, True)
+    second = fields.identifier(data, other, errors, reading, False)
+    if message_type == "identify":
+        traits = _identify_traits(data, errors, reading)
+    else:
+        traits = fields.traits(data, "traits", errors, reading)
+    errors.raise_if_any()
+    message = {"type": message_type, "timestamp": ts, key: first}
+    if second is not None:
+        message[other] = second
+    if traits is not None:
+        message["traits"] = traits
+    return message
+
+
+def _segment_event(
+    message_type: str, data: dict, ts: int, errors: FieldErrors, reading: Reading
+) -> dict:
+    """track / page / screen: all kept as a track call of the user's event."""
+    user_id = fields.identifier(data, "userId", errors, reading, True)
+    if message_type == "track":
+        event = fields.identifier(data, "event", errors, reading, True)
+    else:
+        event = _page_event(message_type, data, errors, reading)
+    group_id = _account_of_event(data, V2_NAMES, errors, reading)
+    errors.raise_if_any()
+    message = {"type": "track", "timestamp": ts, "userId": user_id, "event": event}
+    if group_id is not None:
+        message["groupId"] = group_id
+    return message
+
+
 def segment_message(
     data: object,
     clock: Clock,
@@ -197,57 +256,25 @@ def segment_message(
     (Segment's /v1/track and the like), whatever the body says."""
     if not isinstance(data, dict):
         raise RequestError(400, "invalid_message", "Each message must be a JSON object.")
-    errors = FieldErrors()
     if message_type is None:
         message_type = data.get("type")
     # SDKs send the type exactly as listed; anything else is tidied (case, spaces) or refused.
     if message_type.__class__ is not str or message_type not in SEGMENT_TYPES:
-        if message_type.__class__ is not str or not message_type.strip():
-            errors.add(
-                "type", "This field is required: identify, group, track, page, screen or alias."
-            )
-            errors.raise_if_any()
-        message_type = message_type.strip().lower()
+        message_type = _tidied_segment_type(message_type)
         if message_type not in SEGMENT_TYPES:
             detail = f"Message type {message_type[:40]!r} is not supported."
             return drop_marker(DROP_UNSUPPORTED_TYPE, detail)
     if _anonymous(data, message_type):
         return drop_marker(DROP_ANONYMOUS, f"An anonymous {message_type} call (no userId).")
+    errors = FieldErrors()
     message_id = fields.identifier(data, "messageId", errors, reading, False)
-    # Both times must be right, whichever one the correction uses.
-    timestamp = clock.read(data, "timestamp", errors)
-    sent_at = clock.read(data, "sentAt", errors)
-    forwarded = data.get("receivedAt") is not None
-    ts = clock.corrected(timestamp, batch_sent_at if sent_at is None else sent_at, forwarded)
-    if ts < fields.EARLIEST_MS:
-        errors.add("timestamp", fields.TOO_EARLY)
+    ts = _segment_time(data, clock, errors, batch_sent_at)
     if message_type == "alias":
         message = _alias(data, ts, errors, reading)
     elif message_type == "identify" or message_type == "group":
-        key, other = _NAMED[message_type]
-        first = fields.identifier(data, key, errors, reading, True)
-        second = fields.identifier(data, other, errors, reading, False)
-        if message_type == "identify":
-            traits = _identify_traits(data, errors, reading)
-        else:
-            traits = fields.traits(data, "traits", errors, reading)
-        errors.raise_if_any()
-        message = {"type": message_type, "timestamp": ts, key: first}
-        if second is not None:
-            message[other] = second
-        if traits is not None:
-            message["traits"] = traits
+        message = _segment_traits_call(message_type, data, ts, errors, reading)
     else:
-        user_id = fields.identifier(data, "userId", errors, reading, True)
-        if message_type == "track":
-            event = fields.identifier(data, "event", errors, reading, True)
-        else:
-            event = _page_event(message_type, data, errors, reading)
-        group_id = _account_of_event(data, V2_NAMES, errors, reading)
-        errors.raise_if_any()
-        message = {"type": "track", "timestamp": ts, "userId": user_id, "event": event}
-        if group_id is not None:
-            message["groupId"] = group_id
+        message = _segment_event(message_type, data, ts, errors, reading)
     if ts > clock.latest_ms:
         return drop_marker(
             DROP_TIMESTAMP_IN_FUTURE,
