@@ -149,10 +149,7 @@ def _per_event(run: ScoringRun, target: Target) -> str:
 def _own_account_rollups(run: ScoringRun) -> str:
     """FROM and WHERE of the accounts' own rollups over both windows (alias r), limited to the
     scoped accounts and their descendants."""
-    scope = ""
-    if not run.everyone:
-        scope = """AND r.account_id IN (SELECT h.account_id FROM eds_t_lineage h
-            JOIN eds_t_scope_account s ON s.account_id = h.ancestor_id)"""
+    scope = "" if run.everyone else f"AND r.account_id IN ({_descendants_of_scope()})"
     return f"""
         FROM engagement_eventrollup r
         WHERE r.product_id = %(product)s {ACCOUNTS.rollup_filter}
@@ -178,62 +175,37 @@ def _up_the_lineage(run: ScoringRun, per_event: str) -> str:
 
 
 def _through_day_tables(run: ScoringRun, target: Target) -> None:
-    key, sql, name, subject = target.key, run.sql, target.name, _subject(run, target)
-    if target.caps_each_rollup:
-        counted = f"SUM({run.capped('r.count')})"
-    else:
-        counted = run.capped("SUM(r.count)")
-    last_at = ("", "", "", "", "")
-    if target.tracks_last_at:
-        last_at = (
-            f", last_at {sql.timestamp}",
-            ", last_at",
-            ", MAX(r.last_at)",
-            ", MAX(CASE WHEN cur = 1 THEN last_at END)",
-            ", MAX(e.last_at)",
-        )
-    column, insert, from_rollups, from_days, from_events = last_at
-    adopted, feature_join = "COUNT(CASE WHEN e.weight > 0 AND e.counted > 0 THEN 1 END)", ""
-    if run.has_features:
-        adopted = "COUNT(DISTINCT CASE WHEN e.n > 0 THEN f.feature END)"
-        feature_join = "LEFT JOIN eds_t_feature f ON f.event_name = e.event_name"
-    run.temp(
-        f"eds_t_{name}_day",
-        f"{key} BIGINT, event_name VARCHAR(255), day DATE, n BIGINT, counted BIGINT, "
-        f"weight INTEGER, cur INTEGER{column}",
-    )
-    run.run(
-        f"""
-        INSERT INTO eds_t_{name}_day ({key}, event_name, day, n, counted, weight, cur{insert})
-        SELECT {subject}, r.event_name, r.day, SUM(r.count), {counted}, COALESCE(w.weight, 1),
-            CASE WHEN r.day >= %(start)s THEN 1 ELSE 0 END{from_rollups}
-        {_rollups(run, target, "LEFT JOIN eds_t_weight w ON w.event_name = r.event_name")}
-        GROUP BY {subject}, r.event_name, r.day, w.weight
-        """
-    )
+    """SQLite: per subject, event and day (eds_t_<name>_day), then per subject and event
+    (eds_t_<name>_event), then per subject, with the active days counted from the day table."""
+    key, name, last_at = target.key, target.name, target.tracks_last_at
+    _fill_day_table(run, target)
     run.temp(
         f"eds_t_{name}_event",
         f"{key} BIGINT, event_name VARCHAR(255), weight INTEGER, counted BIGINT, n BIGINT, "
-        f"previous_counted BIGINT{column}",
+        f"previous_counted BIGINT{f', last_at {run.sql.timestamp}' if last_at else ''}",
     )
     # Inserted in breakdown order: json_group_array keeps the order rows arrive in.
     run.run(
         f"""
         INSERT INTO eds_t_{name}_event
-            ({key}, event_name, weight, counted, n, previous_counted{insert})
+            ({key}, event_name, weight, counted, n, previous_counted{", last_at" * last_at})
         SELECT {key}, event_name, weight, SUM(cur * counted), SUM(cur * n),
-            SUM((1 - cur) * counted){from_days}
+            SUM((1 - cur) * counted){", MAX(CASE WHEN cur = 1 THEN last_at END)" * last_at}
         FROM eds_t_{name}_day GROUP BY {key}, event_name, weight
         ORDER BY {key}, SUM(cur * counted) * weight DESC, event_name
         """
     )
+    adopted, feature_join = "COUNT(CASE WHEN e.weight > 0 AND e.counted > 0 THEN 1 END)", ""
+    if run.has_features:
+        adopted = "COUNT(DISTINCT CASE WHEN e.n > 0 THEN f.feature END)"
+        feature_join = "LEFT JOIN eds_t_feature f ON f.event_name = e.event_name"
     run.run(
         f"""
         INSERT INTO {target.table} ({key}, raw, previous_raw, events, adopted, active_days,
-            breakdown{insert})
+            breakdown{", last_at" * last_at})
         SELECT e.{key}, SUM(e.counted * e.weight), SUM(e.previous_counted * e.weight),
             SUM(e.n), {adopted},
-            COALESCE(MAX(d.days), 0), {sql.breakdown("e")}{from_events}
+            COALESCE(MAX(d.days), 0), {run.sql.breakdown("e")}{", MAX(e.last_at)" * last_at}
         FROM eds_t_{name}_event e {feature_join}
         LEFT JOIN (
             SELECT {key}, COUNT(DISTINCT day) AS days FROM eds_t_{name}_day
@@ -244,33 +216,125 @@ def _through_day_tables(run: ScoringRun, target: Target) -> None:
     )
 
 
+def _fill_day_table(run: ScoringRun, target: Target) -> None:
+    """eds_t_<name>_day: per subject, event and day of both windows, the events, the counted
+    events, the event's weight and whether the day is in the current window."""
+    key, subject, last_at = target.key, _subject(run, target), target.tracks_last_at
+    if target.caps_each_rollup:
+        counted = f"SUM({run.capped('r.count')})"
+    else:
+        counted = run.capped("SUM(r.count)")
+    run.temp(
+        f"eds_t_{target.name}_day",
+        f"{key} BIGINT, event_name VARCHAR(255), day DATE, n BIGINT, counted BIGINT, "
+        f"weight INTEGER, cur INTEGER{f', last_at {run.sql.timestamp}' if last_at else ''}",
+    )
+    run.run(
+        f"""
+        INSERT INTO eds_t_{target.name}_day
+            ({key}, event_name, day, n, counted, weight, cur{", last_at" * last_at})
+        SELECT {subject}, r.event_name, r.day, SUM(r.count), {counted}, COALESCE(w.weight, 1),
+            CASE WHEN r.day >= %(start)s THEN 1 ELSE 0 END{", MAX(r.last_at)" * last_at}
+        {_rollups(run, target, "LEFT JOIN eds_t_weight w ON w.event_name = r.event_name")}
+        GROUP BY {subject}, r.event_name, r.day, w.weight
+        """
+    )
+
+
 def aggregate_account_members(run: ScoringRun) -> None:
     """Per scoped account: its linked users, how many are active, their mean scores now and one
-    period earlier (from the user scores just written) and the earliest first seen."""
+    period earlier (from the user scores just written) and the earliest first seen. Every linked
+    user counts, scored or not (a user without a score row scores 0)."""
     f = run.sql.float
     run.temp(
         "eds_t_account_members",
         f"account_id BIGINT PRIMARY KEY, total INTEGER, active INTEGER, mean {f}, "
         f"previous_mean {f}, first_seen {run.sql.timestamp}",
     )
-    scope = "" if run.everyone else "JOIN eds_t_scope_account s ON s.account_id = m.account_id"
-    memberships = run.memberships(scope="" if run.everyone else "eds_t_scope_account")
-    # Every linked user counts, scored or not (a user without a score row scores 0).
+    if run.lineage:
+        sums = _member_sums_up_the_lineage(run)
+    else:
+        scope = "" if run.everyone else "JOIN eds_t_scope_account s ON s.account_id = m.account_id"
+        sums = _member_sums("engagement_membership", join=scope)
     run.run(
         f"""
         INSERT INTO eds_t_account_members
             (account_id, total, active, mean, previous_mean, first_seen)
-        SELECT m.account_id, COUNT(*),
-            COUNT(CASE WHEN us.raw_score > 0 THEN 1 END),
-            AVG(COALESCE(us.engagement_score, 0)), AVG(COALESCE(us.previous_score, 0)),
-            MIN(usr.first_seen_at)
-        FROM {memberships} m
-        {scope}
-        JOIN engagement_user usr ON usr.id = m.user_id
-        LEFT JOIN engagement_userscore us
-            ON us.workspace_id = %(ws)s AND us.user_id = m.user_id
-        WHERE usr.product_id = %(product)s
-        GROUP BY m.account_id
+        SELECT p.account_id, SUM(p.total), SUM(p.active),
+            CAST(SUM(p.score_sum) AS {f}) / SUM(p.total),
+            CAST(SUM(p.previous_sum) AS {f}) / SUM(p.total), MIN(p.first_seen)
+        FROM ({sums}) p
+        GROUP BY p.account_id
         """
     )
     run.analyze("eds_t_account_members")
+
+
+def _member_sums(memberships: str, *, join: str = "", where: str = "") -> str:
+    """Per account of `memberships` (a table of account_id, user_id): its users, the active
+    ones, the sums of their scores now and one period earlier, and the earliest first seen."""
+    return f"""
+        SELECT m.account_id, COUNT(*) AS total,
+            COUNT(CASE WHEN us.raw_score > 0 THEN 1 END) AS active,
+            SUM(COALESCE(us.engagement_score, 0)) AS score_sum,
+            SUM(COALESCE(us.previous_score, 0)) AS previous_sum,
+            MIN(usr.first_seen_at) AS first_seen
+        FROM {memberships} m {join}
+        JOIN engagement_user usr ON usr.id = m.user_id
+        LEFT JOIN engagement_userscore us
+            ON us.workspace_id = %(ws)s AND us.user_id = m.user_id
+        WHERE usr.product_id = %(product)s {where}
+        GROUP BY m.account_id
+    """
+
+
+def _member_sums_up_the_lineage(run: ScoringRun) -> str:
+    """In a hierarchy an account's users are its own and its descendants', each once. A user
+    linked to one account (nearly all) cannot be counted twice, so those are summed per own
+    account, as without links, and the sums added up the lineage; only the users linked to
+    several accounts go through the DISTINCT over every (ancestor, user) pair, whose sort cost
+    a rescore 4-6 s at the benchmark's scale when every user went through it."""
+    _load_shared_users(run)
+    within = "" if run.everyone else f"AND m.account_id IN ({_descendants_of_scope()})"
+    own = _member_sums(
+        "engagement_membership",
+        join="LEFT JOIN eds_t_shared_user su ON su.user_id = m.user_id",
+        where=f"AND su.user_id IS NULL {within}",
+    )
+    scope = "" if run.everyone else "JOIN eds_t_scope_account s ON s.account_id = h.ancestor_id"
+    shared = f"""(SELECT DISTINCT h.ancestor_id AS account_id, n.user_id
+        FROM eds_t_lineage h {scope}
+        JOIN engagement_membership n ON n.account_id = h.account_id
+        JOIN eds_t_shared_user su ON su.user_id = n.user_id)"""
+    return f"""
+        SELECT h.ancestor_id AS account_id, o.total, o.active, o.score_sum, o.previous_sum,
+            o.first_seen
+        FROM ({own}) o JOIN eds_t_lineage h ON h.account_id = o.account_id {scope}
+        UNION ALL
+        {_member_sums(shared)}
+    """
+
+
+def _load_shared_users(run: ScoringRun) -> None:
+    """eds_t_shared_user: the users linked to more than one of the accounts the refresh reads
+    (the product's, or the scoped accounts' and their descendants')."""
+    run.temp("eds_t_shared_user", "user_id BIGINT PRIMARY KEY")
+    if run.everyone:
+        accounts = """JOIN engagement_account a ON a.id = n.account_id
+            WHERE a.product_id = %(product)s"""
+    else:
+        accounts = f"WHERE n.account_id IN ({_descendants_of_scope()})"
+    run.run(
+        f"""
+        INSERT INTO eds_t_shared_user (user_id)
+        SELECT n.user_id FROM engagement_membership n {accounts}
+        GROUP BY n.user_id HAVING COUNT(*) > 1
+        """
+    )
+    run.analyze("eds_t_shared_user")
+
+
+def _descendants_of_scope() -> str:
+    """The scoped accounts and their descendants, as a subquery of account_id."""
+    return """SELECT h.account_id FROM eds_t_lineage h
+        JOIN eds_t_scope_account s ON s.account_id = h.ancestor_id"""

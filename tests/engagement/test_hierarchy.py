@@ -3,6 +3,7 @@ child of the named one; a link that would close a cycle or make a chain deeper t
 refused, and the account keeps the parent it had. Company > Workspace > Project throughout."""
 
 from datetime import UTC, datetime, timedelta
+from math import floor
 
 import pytest
 
@@ -214,6 +215,39 @@ def test_an_incremental_refresh_updates_the_ancestors(company, settings):
     assert found["project-y"] == (1, 1, 1, [("Export", 1)])
     assert found["globex-eu"] == (7, 3, 3, [("Export", 3), ("Report Created", 4)])
     assert found["globex"] == (7, 4, 3, [("Export", 3), ("Report Created", 4)])
+
+
+def scores(tenant) -> dict[str, int]:
+    from engagement.models import AccountScore, UserScore
+
+    users = UserScore.objects.filter(workspace=tenant.workspace).select_related("user")
+    accounts = AccountScore.objects.filter(workspace=tenant.workspace).select_related("account")
+    return {s.user.tracking_id: s.engagement_score for s in users} | {
+        s.account.tracking_id: s.engagement_score for s in accounts
+    }
+
+
+@pytest.mark.parametrize("refresh", ["rescore", "incremental"])
+def test_a_user_linked_to_several_accounts_of_a_tree_counts_once(company, refresh):
+    # Bo joins Project X (under Globex EU, which Bo is in already) and Initech, outside the tree.
+    apply(company, *h.group("bo", "project-x"), *h.group("bo", "initech"))
+    if refresh == "rescore":
+        workspace_rescore(workspace_id=company.workspace.id)
+    else:
+        assert workspace_refresh(workspace_id=company.workspace.id).mode == "incremental"
+
+    found, score = figures(company), scores(company)
+    assert {name: users for name, (_, *users, _) in found.items()} == {
+        "project-x": [2, 2],
+        "globex-eu": [2, 2],
+        "globex": [3, 2],
+        "initech": [1, 1],
+    }
+    # A parent scores its users' mean (rounded half up), each user once: Cy has no score and
+    # counts 0.
+    assert score["globex"] == floor((score["ann"] + score["bo"]) / 3 + 0.5)
+    assert score["globex-eu"] == floor((score["ann"] + score["bo"]) / 2 + 0.5)
+    assert score["initech"] == score["bo"]
 
 
 def test_a_re_parented_child_leaves_its_old_parents_figures(company):
