@@ -222,59 +222,85 @@ def score_history_update(
     """
     now = now or timezone.now()
     started = time.monotonic()
-    today = now.astimezone(datetime.UTC).date()
-    yesterday = today - datetime.timedelta(days=1)
-    horizon = today - datetime.timedelta(days=HISTORY_MAX_DAYS - 1)
     with workspace_state_held(ScoreHistoryState, workspace_id) as state:
         if state is None:
             return HistoryResult(workspace_id=workspace_id, mode="busy")
-        # Read before any rollup: each noted day's events committed before its note did.
-        noted = dict(
-            ScoreHistoryBackfill.objects.filter(workspace_id=workspace_id).values_list(
-                "id", "from_day"
-            )
-        )
-        workspace = Workspace.objects.get(id=workspace_id)
-        digest = workspace_config_digest(workspace=workspace)
-        rebuild = _needs_rebuild(state, horizon=horizon, digest=digest)
-        first, stored_until = _days_to_build(
-            state, rebuild=rebuild, horizon=horizon, noted=noted.values()
-        )
-        user_points, account_points = _days_build(workspace, first, yesterday, stored_until)
-        if state.built_from is not None and state.built_from < horizon - PRUNE_SLACK:
-            _delete_points(workspace_id=workspace_id, before_day=horizon)
-            state.built_from = horizon
-        _notes_delete(sorted(noted))
-        duration_ms = int((time.monotonic() - started) * 1000)
-        days = max(0, (yesterday - first).days + 1)
-        _state_record(
-            state,
-            now=now,
-            yesterday=yesterday,
-            digest=digest,
-            days=days,
-            ms=duration_ms,
-            backfill=stored_until is not None,
-        )
-    mode = "rebuilt" if rebuild else ("updated" if first <= yesterday else "idle")
-    logger.info(
-        "score history %s workspace=%s days=%s users=%s accounts=%s in %s ms",
-        mode,
-        workspace_id,
-        days,
-        user_points,
-        account_points,
-        duration_ms,
+        result = _update_held(state, workspace_id=workspace_id, now=now, started=started)
+    _log_update(result)
+    return result
+
+
+def _update_held(
+    state: ScoreHistoryState, *, workspace_id: int, now: datetime.datetime, started: float
+) -> HistoryResult:
+    """The update itself, inside the transaction holding `state` (the workspace's
+    ScoreHistoryState row); `started` is the run's time.monotonic() at its start."""
+    today = now.astimezone(datetime.UTC).date()
+    yesterday = today - datetime.timedelta(days=1)
+    horizon = today - datetime.timedelta(days=HISTORY_MAX_DAYS - 1)
+    # Read before any rollup: each noted day's events committed before its note did.
+    noted = _noted_days(workspace_id)
+    workspace = Workspace.objects.get(id=workspace_id)
+    digest = workspace_config_digest(workspace=workspace)
+    rebuild = _needs_rebuild(state, horizon=horizon, digest=digest)
+    first, stored_until = _days_to_build(
+        state, rebuild=rebuild, horizon=horizon, noted=noted.values()
     )
+    user_points, account_points = _days_build(workspace, first, yesterday, stored_until)
+    _prune_aged_points(state, workspace_id=workspace_id, horizon=horizon)
+    _notes_delete(sorted(noted))
+    duration_ms = int((time.monotonic() - started) * 1000)
+    _state_record(
+        state,
+        now=now,
+        yesterday=yesterday,
+        digest=digest,
+        days=max(0, (yesterday - first).days + 1),
+        ms=duration_ms,
+        backfill=stored_until is not None,
+    )
+    built = first <= yesterday
     return HistoryResult(
         workspace_id=workspace_id,
-        mode=mode,
-        first_day=first if first <= yesterday else None,
-        last_day=yesterday if first <= yesterday else None,
+        mode="rebuilt" if rebuild else ("updated" if built else "idle"),
+        first_day=first if built else None,
+        last_day=yesterday if built else None,
         user_points=user_points,
         account_points=account_points,
         duration_ms=duration_ms,
     )
+
+
+def _log_update(result: HistoryResult) -> None:
+    """One line per update that held the workspace (a "busy" run logs none)."""
+    days = 0  # an idle run computed no day
+    if result.first_day is not None and result.last_day is not None:
+        days = (result.last_day - result.first_day).days + 1
+    logger.info(
+        "score history %s workspace=%s days=%s users=%s accounts=%s in %s ms",
+        result.mode,
+        result.workspace_id,
+        days,
+        result.user_points,
+        result.account_points,
+        result.duration_ms,
+    )
+
+
+def _noted_days(workspace_id: int) -> dict[int, datetime.date]:
+    """The days late events noted for the workspace to recompute from, by note id."""
+    return dict(
+        ScoreHistoryBackfill.objects.filter(workspace_id=workspace_id).values_list("id", "from_day")
+    )
+
+
+def _prune_aged_points(
+    state: ScoreHistoryState, *, workspace_id: int, horizon: datetime.date
+) -> None:
+    """Delete the points before the horizon once PRUNE_SLACK days of them have aged out."""
+    if state.built_from is not None and state.built_from < horizon - PRUNE_SLACK:
+        _delete_points(workspace_id=workspace_id, before_day=horizon)
+        state.built_from = horizon
 
 
 def _days_to_build(

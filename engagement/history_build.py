@@ -123,8 +123,20 @@ class HistoryBuilder(WorkspaceRun):
         gives, for each entry, the raw score from it to the next change, and the same for its
         exit; each such stretch is then spread over the days it covers.
         """
-        column = f"{kind}_id"
-        points, out = f"eds_h_{kind}_points", f"eds_h_{kind}_day"
+        out = f"eds_h_{kind}_day"
+        self.temp(out, f"{kind}_id BIGINT, day DATE, raw BIGINT")
+        stretches = self.stretches_sql(kind)
+        if self.sql.postgres:
+            self.spread_stretches_by_series(kind, stretches)
+        else:
+            self.spread_stretches_by_join(kind, stretches)
+        self.analyze(out)
+
+    def stretches_sql(self, kind: str) -> str:
+        """A SELECT of each row of eds_h_<kind>_points as its two stretches: the entry's (from
+        day n to entry_stop, exclusive, at entry_raw) and the exit's (from day n + lookback to
+        exit_stop, at exit_raw)."""
+        column, points = f"{kind}_id", f"eds_h_{kind}_points"
         look = self.lookback
         ordered = f"PARTITION BY {column} ORDER BY n"
         # The entry's window (n-lookback, n] and the exit's (n, n+lookback]; the next entry
@@ -135,7 +147,7 @@ class HistoryBuilder(WorkspaceRun):
         # The raw score changes next at the next entry or at the earliest exit still to come:
         # that of the oldest entry in the window (from an entry), of the next entry (from an
         # exit). An exit on the day of an entry is that entry's stretch (raw 0 here).
-        stretches = f"""
+        return f"""
             SELECT {column}, n,
                 CASE WHEN next_n IS NOT NULL AND next_n < oldest_n + {look}
                     THEN next_n ELSE oldest_n + {look} END AS entry_stop,
@@ -155,59 +167,66 @@ class HistoryBuilder(WorkspaceRun):
                 FROM {points}
             ) w
         """
-        self.temp(out, f"{column} BIGINT, day DATE, raw BIGINT")
-        span = (self.last - self.first).days
-        if self.sql.postgres:
-            # One statement; the days come out subject by subject, the order of the history's
-            # primary key. A row's entry and exit stretches, clipped to the range, are counted
-            # off by one generate_series (11 s less than a row per stretch over a month of a
-            # million users, most stretches being a day or two); days are offsets from the
-            # first, not dates, which generate_series would take through timestamps.
-            def clipped_days(raw: str, start: str, stop: str) -> str:
-                return (
-                    f"CASE WHEN {raw} > 0 THEN "
-                    f"GREATEST(LEAST({stop}, {span + 1}) - GREATEST({start}, 0), 0) ELSE 0 END"
-                )
 
-            entry_days = clipped_days("entry_raw", "n", "entry_stop")
-            exit_days = clipped_days("exit_raw", f"n + {look}", "exit_stop")
+    def clipped_days(self, raw: str, start: str, stop: str) -> str:
+        """SQL for how many days of a stretch (day numbers `start` to `stop`, `stop` excluded)
+        fall within first..last; 0 when its raw score (`raw`) is not above 0."""
+        span = (self.last - self.first).days
+        return (
+            f"CASE WHEN {raw} > 0 THEN "
+            f"GREATEST(LEAST({stop}, {span + 1}) - GREATEST({start}, 0), 0) ELSE 0 END"
+        )
+
+    def spread_stretches_by_series(self, kind: str, stretches: str) -> None:
+        """PostgreSQL: eds_h_<kind>_day from the stretches."""
+        column, look = f"{kind}_id", self.lookback
+        # One statement; the days come out subject by subject, the order of the history's
+        # primary key. A row's entry and exit stretches, clipped to the range, are counted
+        # off by one generate_series (11 s less than a row per stretch over a month of a
+        # million users, most stretches being a day or two); days are offsets from the
+        # first, not dates, which generate_series would take through timestamps.
+        entry_days = self.clipped_days("entry_raw", "n", "entry_stop")
+        exit_days = self.clipped_days("exit_raw", f"n + {look}", "exit_stop")
+        self.run(
+            f"""
+            INSERT INTO eds_h_{kind}_day ({column}, day, raw)
+            SELECT t.{column}, CAST(%(first)s AS DATE) + CASE WHEN g.k < t.entry_days
+                    THEN t.entry_from + g.k ELSE t.exit_from + g.k - t.entry_days END,
+                CASE WHEN g.k < t.entry_days THEN t.entry_raw ELSE t.exit_raw END
+            FROM (
+                SELECT {column}, entry_raw, exit_raw, GREATEST(n, 0) AS entry_from,
+                    GREATEST(n + {look}, 0) AS exit_from,
+                    {entry_days} AS entry_days, {exit_days} AS exit_days
+                FROM ({stretches}) c
+            ) t
+            CROSS JOIN LATERAL generate_series(0, t.entry_days + t.exit_days - 1) AS g(k)
+            WHERE t.entry_days + t.exit_days > 0
+            """
+        )
+
+    def spread_stretches_by_join(self, kind: str, stretches: str) -> None:
+        """Portable (SQLite): the stretches into a table eds_h_<kind>_change, then each kind of
+        stretch joined to the days it covers (eds_h_day), one statement for the entries and one
+        for the exits."""
+        column, change = f"{kind}_id", f"eds_h_{kind}_change"
+        self.temp(
+            change,
+            f"{column} BIGINT, n INTEGER, entry_stop INTEGER, entry_raw BIGINT, "
+            "exit_stop INTEGER, exit_raw BIGINT",
+        )
+        self.run(f"INSERT INTO {change} {stretches}")
+        for start, stop, raw in (
+            ("c.n", "entry_stop", "entry_raw"),
+            (f"c.n + {self.lookback}", "exit_stop", "exit_raw"),
+        ):
             self.run(
                 f"""
-                INSERT INTO {out} ({column}, day, raw)
-                SELECT t.{column}, CAST(%(first)s AS DATE) + CASE WHEN g.k < t.entry_days
-                        THEN t.entry_from + g.k ELSE t.exit_from + g.k - t.entry_days END,
-                    CASE WHEN g.k < t.entry_days THEN t.entry_raw ELSE t.exit_raw END
-                FROM (
-                    SELECT {column}, entry_raw, exit_raw, GREATEST(n, 0) AS entry_from,
-                        GREATEST(n + {look}, 0) AS exit_from,
-                        {entry_days} AS entry_days, {exit_days} AS exit_days
-                    FROM ({stretches}) c
-                ) t
-                CROSS JOIN LATERAL generate_series(0, t.entry_days + t.exit_days - 1) AS g(k)
-                WHERE t.entry_days + t.exit_days > 0
+                INSERT INTO eds_h_{kind}_day ({column}, day, raw)
+                SELECT c.{column}, d.day, c.{raw} FROM {change} c
+                JOIN eds_h_day d ON d.n >= {start} AND d.n < c.{stop}
+                WHERE c.{raw} > 0
                 """
             )
-        else:
-            change = f"eds_h_{kind}_change"
-            self.temp(
-                change,
-                f"{column} BIGINT, n INTEGER, entry_stop INTEGER, entry_raw BIGINT, "
-                "exit_stop INTEGER, exit_raw BIGINT",
-            )
-            self.run(f"INSERT INTO {change} {stretches}")
-            for start, stop, raw in (
-                ("c.n", "entry_stop", "entry_raw"),
-                (f"c.n + {look}", "exit_stop", "exit_raw"),
-            ):
-                self.run(
-                    f"""
-                    INSERT INTO {out} ({column}, day, raw)
-                    SELECT c.{column}, d.day, c.{raw} FROM {change} c
-                    JOIN eds_h_day d ON d.n >= {start} AND d.n < c.{stop}
-                    WHERE c.{raw} > 0
-                    """
-                )
-        self.analyze(out)
 
     # --- longer ranges: each day's points, then their running sums --------------------------
 
