@@ -116,49 +116,80 @@ def _bounded_loads(text: str, max_depth: int) -> object:
                 if text[pos : pos + 1] == closing:
                     value, pos = ({} if char == "{" else []), pos + 1
                 else:
-                    stack.append({} if char == "{" else [])
-                    keys.append(None)
-                    if char == "{":
-                        keys[-1], pos = _read_key(text, pos, scanstring)
+                    pos = _open_container(text, pos, char, stack, keys, scanstring)
                     continue
-        elif char == '"':
-            value, pos = scanstring(text, pos + 1, False)
-            value = _readable_string(value)
-        elif number := _NUMBER.match(text, pos):
-            found = number.group()
-            value = _readable_float(found) if number.lastindex else _readable_int(found)
-            pos = number.end()
-        elif text.startswith("true", pos):
-            value, pos = True, pos + 4
-        elif text.startswith("false", pos):
-            value, pos = False, pos + 5
-        elif text.startswith("null", pos):
-            value, pos = None, pos + 4
         else:
-            raise ValueError(f"unexpected JSON at {pos}")
+            value, pos = _read_scalar(text, pos, scanstring)
         # Place the value; close every container it completes.
-        while True:
-            container = stack[-1]
-            if container is root:
-                if _WHITESPACE.match(text, pos).end() != len(text):
-                    raise ValueError("extra data after JSON")
-                return value
-            if isinstance(container, dict):
-                container[keys[-1]] = value
-            else:
-                container.append(value)
-            pos = _WHITESPACE.match(text, pos).end()
-            char = text[pos : pos + 1]
-            if char == ",":
-                pos = _WHITESPACE.match(text, pos + 1).end()
-                if isinstance(container, dict):
-                    keys[-1], pos = _read_key(text, pos, scanstring)
-                break
-            if char != ("}" if isinstance(container, dict) else "]"):
-                raise ValueError(f"unexpected JSON at {pos}")
-            pos += 1
-            value = stack.pop()
-            keys.pop()
+        value, pos = _place_and_close(text, pos, value, root, stack, keys)
+        if stack[-1] is root:
+            if _WHITESPACE.match(text, pos).end() != len(text):
+                raise ValueError("extra data after JSON")
+            return value
+        # A comma: the open container's next value (after its key, in an object).
+        pos = _WHITESPACE.match(text, pos + 1).end()
+        if isinstance(stack[-1], dict):
+            keys[-1], pos = _read_key(text, pos, scanstring)
+
+
+def _open_container(
+    text: str, pos: int, char: str, stack: list, keys: list, scanstring: Callable
+) -> int:
+    """Open the non-empty object or array `char` starts: the position of its first value."""
+    stack.append({} if char == "{" else [])
+    keys.append(None)
+    if char == "{":
+        keys[-1], pos = _read_key(text, pos, scanstring)
+    return pos
+
+
+def _read_scalar(text: str, pos: int, scanstring: Callable) -> tuple[object, int]:
+    """The string, number, true, false or null at `pos`, and the position after it."""
+    char = text[pos : pos + 1]
+    if char == '"':
+        value, pos = scanstring(text, pos + 1, False)
+        value = _readable_string(value)
+    elif number := _NUMBER.match(text, pos):
+        found = number.group()
+        value = _readable_float(found) if number.lastindex else _readable_int(found)
+        pos = number.end()
+    elif text.startswith("true", pos):
+        value, pos = True, pos + 4
+    elif text.startswith("false", pos):
+        value, pos = False, pos + 5
+    elif text.startswith("null", pos):
+        value, pos = None, pos + 4
+    else:
+        raise ValueError(f"unexpected JSON at {pos}")
+    return value, pos
+
+
+def _place_and_close(
+    text: str, pos: int, value: object, root: list, stack: list, keys: list
+) -> tuple[object, int]:
+    """Place `value` (read up to `pos`) in the innermost open container, closing every container
+    it completes.
+
+    Stops at the root, with the whole value read (the caller checks nothing follows it), or at the
+    comma before an open container's next value, with `pos` on the comma.
+    """
+    while True:
+        container = stack[-1]
+        if container is root:
+            return value, pos
+        if isinstance(container, dict):
+            container[keys[-1]] = value
+        else:
+            container.append(value)
+        pos = _WHITESPACE.match(text, pos).end()
+        char = text[pos : pos + 1]
+        if char == ",":
+            return value, pos
+        if char != ("}" if isinstance(container, dict) else "]"):
+            raise ValueError(f"unexpected JSON at {pos}")
+        pos += 1
+        value = stack.pop()
+        keys.pop()
 
 
 def _read_key(text: str, pos: int, scanstring: Callable) -> tuple[str, int]:

@@ -47,18 +47,25 @@ def _sqlite_source(fields: list[models.Field], rows: Sequence[Sequence]) -> tupl
     return f"(SELECT {names} FROM (VALUES {', '.join([one_row] * len(rows))}))", params
 
 
-def _events_store(product_id: int, events: Sequence[NewEvent]) -> None:
-    now = timezone.now()
-    rows = [
+# An event as stored: user id, account id (None without one), name, time.
+_TimedEvent = tuple[int, int | None, str, datetime]
+# A rollup row's key: user id, account key (0 without an account), name, day.
+_RollupKey = tuple[int, int, str, date]
+
+
+def _timed_events(events: Sequence[NewEvent]) -> list[_TimedEvent]:
+    """The events with their epoch milliseconds as UTC datetimes."""
+    return [
         (user_id, account_id, name, datetime.fromtimestamp(ms / 1000, tz=UTC))
         for user_id, account_id, name, ms in events
     ]
-    bulk.insert(
-        Event,
-        ("product", "user", "account", "name", "timestamp"),
-        [(product_id, *row) for row in rows],
-    )
-    totals: dict[tuple, list] = {}
+
+
+def _rollup_totals(
+    rows: Sequence[_TimedEvent],
+) -> tuple[dict[_RollupKey, list], dict[int, list[datetime]]]:
+    """Each rollup key's [count, last time], and each user's [first, last] time in the batch."""
+    totals: dict[_RollupKey, list] = {}
     seen: dict[int, list[datetime]] = {}
     for user_id, account_id, name, when in rows:
         key = (user_id, account_id or 0, name, when.date())
@@ -67,6 +74,10 @@ def _events_store(product_id: int, events: Sequence[NewEvent]) -> None:
         entry[1] = max(entry[1], when)
         first_last = seen.setdefault(user_id, [when, when])
         first_last[0], first_last[1] = min(first_last[0], when), max(first_last[1], when)
+    return totals, seen
+
+
+def _rollups_add(product_id: int, totals: dict[_RollupKey, list], now: datetime) -> None:
     bulk.upsert(
         EventRollup,
         (
@@ -90,6 +101,9 @@ def _events_store(product_id: int, events: Sequence[NewEvent]) -> None:
             last_at = CASE WHEN excluded.last_at > engagement_eventrollup.last_at
                            THEN excluded.last_at ELSE engagement_eventrollup.last_at END""",
     )
+
+
+def _day_tallies_add(product_id: int, totals: dict[_RollupKey, list]) -> None:
     tallies: dict[tuple[date, str], int] = {}
     for (_, _, name, day), (count, _) in totals.items():
         tallies[(day, name)] = tallies.get((day, name), 0) + count
@@ -98,6 +112,11 @@ def _events_store(product_id: int, events: Sequence[NewEvent]) -> None:
         ("product", "day", "event_name", "count"),
         [(product_id, day, name, count) for (day, name), count in sorted(tallies.items())],
     )
+
+
+def _activity_note(
+    product_id: int, rows: Sequence[_TimedEvent], seen: dict[int, list[datetime]], now: datetime
+) -> None:
     bulk.insert(
         EventActivity,
         ("product", "applied_at", "user_ids", "account_ids"),
@@ -110,6 +129,11 @@ def _events_store(product_id: int, events: Sequence[NewEvent]) -> None:
             )
         ],
     )
+
+
+def _score_history_backfill_note(
+    product_id: int, totals: dict[_RollupKey, list], now: datetime
+) -> None:
     first_day = min(day for _, _, _, day in totals)
     if first_day < backfill_before(now):
         bulk.insert(
@@ -122,6 +146,9 @@ def _events_store(product_id: int, events: Sequence[NewEvent]) -> None:
                 .values_list("id", flat=True)
             ],
         )
+
+
+def _users_seen_update(seen: dict[int, list[datetime]]) -> None:
     bulk.update_by_id(
         User,
         ("first_seen_at", "last_seen_at"),
@@ -131,12 +158,32 @@ def _events_store(product_id: int, events: Sequence[NewEvent]) -> None:
             last_seen_at = CASE WHEN last_seen_at IS NULL OR last_seen_at < eds_new.c2
                                 THEN eds_new.c2 ELSE last_seen_at END""",
     )
+
+
+def _event_names_note(product_id: int, events: Sequence[NewEvent], now: datetime) -> None:
     if new_names(product_id, {name for _, _, name, _ in events}):
         bulk.insert_ignoring_conflicts(
             EventName,
             ("product", "name", "first_seen_at"),
             [(product_id, name, now) for name in sorted({name for _, _, name, _ in events})],
         )
+
+
+def _events_store(product_id: int, events: Sequence[NewEvent]) -> None:
+    now = timezone.now()
+    rows = _timed_events(events)
+    bulk.insert(
+        Event,
+        ("product", "user", "account", "name", "timestamp"),
+        [(product_id, *row) for row in rows],
+    )
+    totals, seen = _rollup_totals(rows)
+    _rollups_add(product_id, totals, now)
+    _day_tallies_add(product_id, totals)
+    _activity_note(product_id, rows, seen, now)
+    _score_history_backfill_note(product_id, totals, now)
+    _users_seen_update(seen)
+    _event_names_note(product_id, events, now)
 
 
 # SQLite has one writer at a time: the rows up to a known id are summed, then deleted.
