@@ -44,6 +44,9 @@ from engagement.segments import segments_refresh
 
 logger = logging.getLogger(__name__)
 
+# The users and accounts an incremental refresh recomputed, by id.
+RecomputedIds = tuple[frozenset[int], frozenset[int]]
+
 
 @dataclass(frozen=True, slots=True)
 class RefreshResult:
@@ -78,33 +81,18 @@ def workspace_refresh(
         since = changes_since(state)
         full = force_full or _needs_full(state, since=since, now=now, digest=digest)
         run = ScoringRun(workspace=workspace, state=state, now=now, today=today)
-        recomputed: tuple[frozenset[int], frozenset[int]] | None = None
-        try:
-            if full:
-                users, accounts = _rescore_everyone(run)
-            else:
-                changed = _rescore_changed(run, since=since)
-                if changed is None:
-                    # Nothing changed up to `now`: the watermark moves on all the same.
-                    state.scored_through = now
-                    state.save(update_fields=["scored_through"])
-                    return RefreshResult(workspace_id=workspace_id, mode="idle")
-                users, accounts = changed
-                recomputed = _recomputed_ids(run)
-        finally:
-            run.close()
+        scored = _scores_compute(run, full=full, since=since)
+        if scored is None:
+            return RefreshResult(workspace_id=workspace_id, mode="idle")
+        users, accounts, recomputed = scored
         mode = "full" if full else "incremental"
-        segments_refresh(workspace_id=workspace_id, now=now)
-        refresh_hooks_run(
-            ScoresRefreshed(
-                workspace_id=workspace_id,
-                now=now,
-                mode=mode,
-                # The first scoring, or one after a settings change: nobody's own doing.
-                baseline=since is None or state.config_digest != digest,
-                user_ids=recomputed[0] if recomputed else None,
-                account_ids=recomputed[1] if recomputed else None,
-            )
+        _scores_announce(
+            workspace_id,
+            now=now,
+            mode=mode,
+            # The first scoring, or one after a settings change: nobody's own doing.
+            baseline=since is None or state.config_digest != digest,
+            recomputed=recomputed,
         )
         duration_ms = int((time.monotonic() - started) * 1000)
         _state_record(state, now=now, today=today, full=full, digest=digest, ms=duration_ms)
@@ -124,6 +112,46 @@ def workspace_refresh(
         users=users,
         accounts=accounts,
         duration_ms=duration_ms,
+    )
+
+
+def _scores_compute(
+    run: ScoringRun, *, full: bool, since: datetime | None
+) -> tuple[int, int, RecomputedIds | None] | None:
+    """Rescore the workspace in full or incrementally, then close the run; returns the users
+    and accounts scored, and after an incremental refresh the ids it recomputed. None when an
+    incremental refresh finds nothing changed: then only the watermark moves."""
+    try:
+        if full:
+            users, accounts = _rescore_everyone(run)
+            return users, accounts, None
+        changed = _rescore_changed(run, since=since)
+        if changed is None:
+            # Nothing changed up to `now`: the watermark moves on all the same.
+            run.state.scored_through = run.now
+            run.state.save(update_fields=["scored_through"])
+            return None
+        users, accounts = changed
+        return users, accounts, _recomputed_ids(run)
+    finally:
+        run.close()
+
+
+def _scores_announce(
+    workspace_id: int, *, now: datetime, mode: str, baseline: bool, recomputed: RecomputedIds | None
+) -> None:
+    """Refresh the workspace's segments, then tell the refresh hooks the scores changed
+    (with the ids recomputed by an incremental refresh; None after a full rescore)."""
+    segments_refresh(workspace_id=workspace_id, now=now)
+    refresh_hooks_run(
+        ScoresRefreshed(
+            workspace_id=workspace_id,
+            now=now,
+            mode=mode,
+            baseline=baseline,
+            user_ids=recomputed[0] if recomputed else None,
+            account_ids=recomputed[1] if recomputed else None,
+        )
     )
 
 
@@ -164,7 +192,7 @@ def score_tables_analyze() -> None:
     database_backend().score_tables_analyze()
 
 
-def _recomputed_ids(run: ScoringRun) -> tuple[frozenset[int], frozenset[int]]:
+def _recomputed_ids(run: ScoringRun) -> RecomputedIds:
     """The users and accounts an incremental refresh wrote or re-normalised (a handful)."""
     run.run("SELECT user_id FROM eds_t_scope_user UNION SELECT user_id FROM eds_t_rescored")
     users = frozenset(row[0] for row in run.cursor.fetchall())

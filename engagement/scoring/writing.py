@@ -5,6 +5,8 @@ and removing the rows of users and accounts that left the workspace's scope."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from engagement.scoring.formula import percentile_90
 from engagement.scoring.run import ScoringRun
 
@@ -49,33 +51,42 @@ def write_users(run: ScoringRun) -> None:
 
     A full rescore also sets every percentile rank here (it sees the whole workspace).
     """
-    sql = run.sql
-    score = sql.score("COALESCE(u.raw, 0)", "%(p90)s")
-    previous = sql.score("COALESCE(u.previous_raw, 0)", "%(previous_p90)s")
-    adoption = (
-        f"CAST(COALESCE(u.adopted, 0) AS {sql.float}) / %(names)s" if run.adoption_total else "0"
-    )
-    started = f"COALESCE({sql.created_date('usr.traits')}, usr.first_seen_at)"
-    # An incremental refresh leaves ranks to update_ranks; a full rescore writes them here.
-    columns = [*USER_VALUE_COLUMNS, *(["percentile_rank"] if run.is_full else [])]
     extra = {
         "p90": run.state.p90,
         "previous_p90": run.state.previous_p90,
         "names": float(run.adoption_total or 1),
     }
+    values = _user_values(run, extra)
+    columns = _written_columns(run, USER_VALUE_COLUMNS)
+    if not run.is_full:
+        # A handful of changed users: one upsert.
+        _upsert_users(run, values, columns, extra)
+        return
+    # A million users: an upsert would lock (and so rewrite) every existing row even when
+    # nothing changed, and checks each new row against the unique index twice. Instead:
+    # a plain insert into an empty workspace, else an update of the rows whose values
+    # changed and an insert of the users not scored yet.
+    _update_then_insert_users(run, values, columns, extra)
+
+
+def _user_values(run: ScoringRun, extra: dict[str, float]) -> str:
+    """The SELECT of the scoped users' new score rows (a full rescore's percentile ranks
+    included, 0 otherwise), one column per name in USER_VALUE_COLUMNS and user_id."""
+    sql = run.sql
+    score = sql.score("COALESCE(u.raw, 0)", "%(p90)s")
+    previous = sql.score("COALESCE(u.previous_raw, 0)", "%(previous_p90)s")
+    adoption = _adoption(run, "u")
+    started = f"COALESCE({sql.created_date('usr.traits')}, usr.first_seen_at)"
     scope, in_scope, population = _in_scope(run, "user")
-    rank, rank_join = "0", ""
-    if run.is_full:
-        rank, rank_join = _rank_histogram(
-            run,
-            scored="eds_t_user u",
-            score=sql.score("u.raw", "%(p90)s"),
-            population=population,
-            score_of_row=score,
-            extra=extra,
-        )
-    inserted = [*USER_VALUE_COLUMNS, "percentile_rank"]
-    values = f"""
+    rank, rank_join = _rank_histogram(
+        run,
+        scored="eds_t_user u",
+        score=sql.score("u.raw", "%(p90)s"),
+        population=population,
+        score_of_row=score,
+        extra=extra,
+    )
+    return f"""
         SELECT usr.id AS user_id, {score} AS engagement_score,
             {score} - {previous} AS score_change, COALESCE(u.raw, 0) AS raw_score,
             COALESCE(u.active_days, 0) AS active_days, COALESCE(u.events, 0)
@@ -88,39 +99,49 @@ def write_users(run: ScoringRun) -> None:
         {rank_join}
         WHERE {in_scope}
     """
-    insert = f"""
+
+
+def _user_insert(values: str) -> str:
+    """INSERT of every row of `values` (the _user_values SELECT) into engagement_userscore."""
+    inserted = [*USER_VALUE_COLUMNS, "percentile_rank"]
+    return f"""
         INSERT INTO engagement_userscore (workspace_id, user_id, computed_at,
             {", ".join(inserted)})
         SELECT %(ws)s, n.user_id, %(now)s, {", ".join(f"n.{c}" for c in inserted)}
         FROM ({values}) n
     """
-    if not run.is_full:
-        # A handful of changed users: one upsert.
-        updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
-        run.run(
-            f"""
-            {insert} WHERE 1 = 1
-            ON CONFLICT (workspace_id, user_id) DO UPDATE SET {updates},
-                computed_at = excluded.computed_at
-            {sql.changed_guard("engagement_userscore", columns)}
-            """,
-            extra,
-        )
-        return
-    # A million users: an upsert would lock (and so rewrite) every existing row even when
-    # nothing changed, and checks each new row against the unique index twice. Instead:
-    # a plain insert into an empty workspace, else an update of the rows whose values
-    # changed and an insert of the users not scored yet.
+
+
+def _upsert_users(
+    run: ScoringRun, values: str, columns: list[str], extra: dict[str, float]
+) -> None:
+    """Insert the users of `values`, updating the `columns` of those already scored."""
+    updates = _assignments(columns, "excluded")
+    on_conflict = _on_conflict_update(run, "engagement_userscore", "user_id", updates, columns)
+    run.run(
+        f"""
+        {_user_insert(values)} WHERE 1 = 1
+        {on_conflict}
+        """,
+        extra,
+    )
+
+
+def _update_then_insert_users(
+    run: ScoringRun, values: str, columns: list[str], extra: dict[str, float]
+) -> None:
+    """Update the `columns` of the users of `values` already scored whose values changed,
+    then insert the others: a plain insert when the workspace has no user rows yet."""
+    insert = _user_insert(values)
     has_rows = run.scalar("SELECT 1 FROM engagement_userscore WHERE workspace_id = %(ws)s LIMIT 1")
     if has_rows:
-        updates = ", ".join(f"{c} = n.{c}" for c in columns)
         run.run(
             f"""
-            UPDATE engagement_userscore SET {updates}, computed_at = %(now)s
+            UPDATE engagement_userscore SET {_assignments(columns, "n")}, computed_at = %(now)s
             FROM ({values}) n
             WHERE engagement_userscore.workspace_id = %(ws)s
             AND engagement_userscore.user_id = n.user_id
-            AND {sql.row_differs("engagement_userscore", "n", columns)}
+            AND {run.sql.row_differs("engagement_userscore", "n", columns)}
             """,
             extra,
         )
@@ -129,6 +150,36 @@ def write_users(run: ScoringRun) -> None:
                 WHERE x.workspace_id = %(ws)s AND x.user_id = n.user_id)
         """
     run.run(insert, extra)
+
+
+def _adoption(run: ScoringRun, alias: str) -> str:
+    """The adoption of the aggregated row `alias`: its share of adopted names (%(names)s)."""
+    if not run.adoption_total:
+        return "0"
+    return f"CAST(COALESCE({alias}.adopted, 0) AS {run.sql.float}) / %(names)s"
+
+
+def _written_columns(run: ScoringRun, value_columns: Sequence[str]) -> list[str]:
+    """The score columns a write sets: `value_columns`, and percentile_rank in a full rescore."""
+    # An incremental refresh leaves ranks to update_ranks; a full rescore writes them here.
+    return [*value_columns, *(["percentile_rank"] if run.is_full else [])]
+
+
+def _assignments(columns: Sequence[str], source: str) -> str:
+    """SET list giving each of the columns the value of the same column of row `source`."""
+    return ", ".join(f"{c} = {source}.{c}" for c in columns)
+
+
+def _on_conflict_update(
+    run: ScoringRun, table: str, key: str, assignments: str, guarded: Sequence[str]
+) -> str:
+    """An upsert's ON CONFLICT clause: apply `assignments` and stamp computed_at, skipping
+    (on PostgreSQL) the rows whose `guarded` columns are unchanged."""
+    return f"""
+        ON CONFLICT (workspace_id, {key}) DO UPDATE SET {assignments},
+            computed_at = excluded.computed_at
+        {run.sql.changed_guard(table, guarded)}
+    """
 
 
 def _in_scope(run: ScoringRun, kind: str) -> tuple[str, str, str]:
@@ -158,8 +209,11 @@ def _rank_histogram(
     A rank depends only on the score and the workspace's score histogram (100 x rows
     scoring lower / (rows - 1)), so it comes from a histogram of at most 101 rows (eds_t_rank)
     instead of a window over a million wide rows. `scored` holds the rows with a computed
-    score; the rest of the `population` (a COUNT query) score 0.
+    score; the rest of the `population` (a COUNT query) score 0. Outside a full rescore the
+    rank is 0, with no join: an incremental refresh leaves ranks to update_ranks.
     """
+    if not run.is_full:
+        return "0", ""
     run.temp("eds_t_rank", f"score {run.sql.float} PRIMARY KEY, pr {run.sql.float}")
     rank = run.sql.percentile_rank()
     run.run(
@@ -260,45 +314,64 @@ def update_ranks(run: ScoringRun, table: str) -> None:
         run.cursor.execute("SET LOCAL enable_hashagg = off")
 
 
+# Last seen survives the window: an older value is kept when no event is in the window.
+_ACCOUNT_LAST_SEEN_KEPT = (
+    "last_seen = CASE WHEN excluded.last_seen IS NULL "
+    "THEN engagement_accountscore.last_seen "
+    "WHEN engagement_accountscore.last_seen IS NULL "
+    "OR excluded.last_seen > engagement_accountscore.last_seen "
+    "THEN excluded.last_seen ELSE engagement_accountscore.last_seen END"
+)
+
+
 def write_accounts(run: ScoringRun) -> None:
+    """Upsert the scoped accounts, scored by their linked users' mean score (written first).
+
+    A full rescore also sets every percentile rank here (it sees the whole workspace).
+    """
     sql = run.sql
     score = f"{sql.round_half_up('COALESCE(mb.mean, 0)')}"
-    previous = f"{sql.round_half_up('COALESCE(mb.previous_mean, 0)')}"
-    adoption = (
-        f"CAST(COALESCE(a.adopted, 0) AS {sql.float}) / %(names)s" if run.adoption_total else "0"
+    extra = {"names": float(run.adoption_total or 1)}
+    scope, in_scope, population = _in_scope(run, "account")
+    rank, rank_join = _rank_histogram(
+        run,
+        scored="eds_t_account_members mb",
+        score=sql.round_half_up("mb.mean"),
+        population=population,
+        score_of_row=score,
+        extra=extra,
     )
+    columns = _written_columns(run, [c for c in ACCOUNT_VALUE_COLUMNS if c != "last_seen"])
+    updates = f"{_assignments(columns, 'excluded')}, {_ACCOUNT_LAST_SEEN_KEPT}"
+    on_conflict = _on_conflict_update(
+        run, "engagement_accountscore", "account_id", updates, [*columns, "last_seen"]
+    )
+    run.run(
+        f"""
+        {_account_insert_select(run, score=score, rank=rank)}
+        FROM {scope}
+        LEFT JOIN eds_t_account a ON a.account_id = acc.id
+        LEFT JOIN eds_t_account_members mb ON mb.account_id = acc.id
+        {rank_join}
+        WHERE {in_scope}
+        {on_conflict}
+        """,
+        extra,
+    )
+
+
+def _account_insert_select(run: ScoringRun, *, score: str, rank: str) -> str:
+    """INSERT INTO engagement_accountscore and the SELECT list of its values, read from the
+    account `acc`, its aggregate `a` and its members' figures `mb` (the caller's FROM)."""
+    sql = run.sql
+    previous = f"{sql.round_half_up('COALESCE(mb.previous_mean, 0)')}"
+    adoption = _adoption(run, "a")
     started = f"COALESCE({sql.created_date('acc.traits')}, mb.first_seen, acc.created_at)"
     share = (
         f"(CASE WHEN COALESCE(mb.total, 0) = 0 THEN 0 "
         f"ELSE CAST(mb.active AS {sql.float}) / mb.total END)"
     )
-    extra = {"names": float(run.adoption_total or 1)}
-    scope, in_scope, population = _in_scope(run, "account")
-    rank, rank_join = "0", ""
-    if run.is_full:
-        rank, rank_join = _rank_histogram(
-            run,
-            scored="eds_t_account_members mb",
-            score=sql.round_half_up("mb.mean"),
-            population=population,
-            score_of_row=score,
-            extra=extra,
-        )
-    columns = [
-        *(c for c in ACCOUNT_VALUE_COLUMNS if c != "last_seen"),
-        *(["percentile_rank"] if run.is_full else []),
-    ]
-    updates = ", ".join(f"{c} = excluded.{c}" for c in columns)
-    # Last seen survives the window: an older value is kept when no event is in the window.
-    last_seen = (
-        "last_seen = CASE WHEN excluded.last_seen IS NULL "
-        "THEN engagement_accountscore.last_seen "
-        "WHEN engagement_accountscore.last_seen IS NULL "
-        "OR excluded.last_seen > engagement_accountscore.last_seen "
-        "THEN excluded.last_seen ELSE engagement_accountscore.last_seen END"
-    )
-    run.run(
-        f"""
+    return f"""
         INSERT INTO engagement_accountscore (workspace_id, account_id, engagement_score,
             score_change, raw_score, percentile_rank, active_days, events_in_window,
             adoption, last_seen, score_breakdown, computed_at, previous_raw_score,
@@ -308,14 +381,4 @@ def write_accounts(run: ScoringRun) -> None:
             a.last_at, COALESCE(a.breakdown, {sql.empty_json}), %(now)s,
             COALESCE(a.previous_raw, 0), {previous}, {sql.tenure("%(today)s", started)},
             COALESCE(mb.active, 0), COALESCE(mb.total, 0), {share}
-        FROM {scope}
-        LEFT JOIN eds_t_account a ON a.account_id = acc.id
-        LEFT JOIN eds_t_account_members mb ON mb.account_id = acc.id
-        {rank_join}
-        WHERE {in_scope}
-        ON CONFLICT (workspace_id, account_id) DO UPDATE SET {updates}, {last_seen},
-            computed_at = excluded.computed_at
-        {sql.changed_guard("engagement_accountscore", [*columns, "last_seen"])}
-        """,
-        extra,
-    )
+    """
