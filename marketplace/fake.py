@@ -80,49 +80,10 @@ class FakeMarketplace:
 
     # --- data -----------------------------------------------------------------------------
     def _generate(self, rng: random.Random, count: int) -> list[dict]:
-        app = self.apps[0]
         licenses, cloud_ids = [], []
         for index in range(count):
             cloud = rng.random() < 0.85
-            updated = self.today - timedelta(days=rng.randint(0, 60))
-            start = updated - timedelta(days=rng.randint(30, 400))
-            end = start + timedelta(days=rng.choice([30, 365]))
-            country, region = rng.choice(_COUNTRIES)
-            record = {
-                "addonKey": app["appKey"],
-                "addonName": app["appName"],
-                "productId": app["productId"],
-                "hosting": "Cloud" if cloud else "Data Center",
-                "appEdition": rng.choice(["Standard", "Advanced"]),
-                "lastUpdated": updated.isoformat(),
-                "licenseType": rng.choice(_TYPES),
-                "maintenanceStartDate": start.isoformat(),
-                "maintenanceEndDate": end.isoformat(),
-                "status": rng.choices(["active", "inactive", "cancelled"], [8, 1, 1])[0],
-                "tier": rng.choice(_TIERS),
-                "contactDetails": {
-                    "company": f"Company {index}",
-                    "country": country,
-                    "region": region,
-                    "technicalContact": {
-                        "email": f"admin{index}@company{index}.example",
-                        "name": f"Admin {index}",
-                        "phone": "+1 555 0100",
-                    },
-                    "billingContact": {"email": f"billing{index}@company{index}.example"},
-                },
-                "partnerDetails": {"partnerName": "Partner Co", "partnerType": "Expert"},
-                "evaluationOpportunitySize": rng.choice(["NA", "10", "50", "500"]),
-                "evaluationLicense": rng.choice(["NA", f"SEN-E{index}"]),
-                "daysToConvertEval": rng.choice(["NA", "2", "14"]),
-                "evaluationStartDate": (start - timedelta(days=30)).isoformat(),
-                "evaluationEndDate": start.isoformat(),
-                "evaluationSaleDate": rng.choice(["NA", start.isoformat()]),
-                "parentProductName": rng.choice(["Jira", "Confluence"]),
-                "parentProductEdition": rng.choice(["Free", "Standard", "Premium", "NA"]),
-                "parentProductBillingCycle": rng.choice(["MONTHLY", "ANNUAL", "NA"]),
-                "installedOnSandbox": rng.choice(["Yes", "No", "No", "No"]),
-            }
+            record = self._license(rng, index, cloud)
             if cloud:
                 if cloud_ids and rng.random() < 0.1:
                     cloud_id = rng.choice(cloud_ids)  # a second license for the same site
@@ -149,6 +110,50 @@ class FakeMarketplace:
                 }
             licenses.append(record)
         return licenses
+
+    def _license(self, rng: random.Random, index: int, cloud: bool) -> dict:
+        """A license's fields other than its ids (the random draws in a fixed order: the same
+        seed gives the same licenses)."""
+        app = self.apps[0]
+        updated = self.today - timedelta(days=rng.randint(0, 60))
+        start = updated - timedelta(days=rng.randint(30, 400))
+        end = start + timedelta(days=rng.choice([30, 365]))
+        country, region = rng.choice(_COUNTRIES)
+        return {
+            "addonKey": app["appKey"],
+            "addonName": app["appName"],
+            "productId": app["productId"],
+            "hosting": "Cloud" if cloud else "Data Center",
+            "appEdition": rng.choice(["Standard", "Advanced"]),
+            "lastUpdated": updated.isoformat(),
+            "licenseType": rng.choice(_TYPES),
+            "maintenanceStartDate": start.isoformat(),
+            "maintenanceEndDate": end.isoformat(),
+            "status": rng.choices(["active", "inactive", "cancelled"], [8, 1, 1])[0],
+            "tier": rng.choice(_TIERS),
+            "contactDetails": {
+                "company": f"Company {index}",
+                "country": country,
+                "region": region,
+                "technicalContact": {
+                    "email": f"admin{index}@company{index}.example",
+                    "name": f"Admin {index}",
+                    "phone": "+1 555 0100",
+                },
+                "billingContact": {"email": f"billing{index}@company{index}.example"},
+            },
+            "partnerDetails": {"partnerName": "Partner Co", "partnerType": "Expert"},
+            "evaluationOpportunitySize": rng.choice(["NA", "10", "50", "500"]),
+            "evaluationLicense": rng.choice(["NA", f"SEN-E{index}"]),
+            "daysToConvertEval": rng.choice(["NA", "2", "14"]),
+            "evaluationStartDate": (start - timedelta(days=30)).isoformat(),
+            "evaluationEndDate": start.isoformat(),
+            "evaluationSaleDate": rng.choice(["NA", start.isoformat()]),
+            "parentProductName": rng.choice(["Jira", "Confluence"]),
+            "parentProductEdition": rng.choice(["Free", "Standard", "Premium", "NA"]),
+            "parentProductBillingCycle": rng.choice(["MONTHLY", "ANNUAL", "NA"]),
+            "installedOnSandbox": rng.choice(["Yes", "No", "No", "No"]),
+        }
 
     def _give_to(self, accounts: dict[str, str]) -> None:
         """After generating, so the other licenses are the same with or without `accounts`."""
