@@ -227,6 +227,29 @@ def lineage_query(product: str) -> str:
     """  # noqa: S608
 
 
+def lineage_around_query(accounts: str) -> str:
+    """SELECT account_id, ancestor_id like lineage_query, but only the pairs whose ancestor is
+    one of the accounts of table `accounts` (account_id) or one of their ancestors: what an
+    incremental refresh of those accounts reads (their ancestors, and each ancestor's
+    descendants), a few rows where the product's whole lineage may be hundreds of thousands."""
+    # Fixed names and a constant; `accounts` is a temporary table the caller filled.
+    return f"""
+        WITH RECURSIVE up (account_id, depth) AS (
+            SELECT account_id, 0 FROM {accounts}
+            UNION ALL
+            SELECT a.parent_id, up.depth + 1
+            FROM up JOIN engagement_account a ON a.id = up.account_id
+            WHERE a.parent_id IS NOT NULL AND up.depth < {MAX_LEVELS}),
+        down (account_id, ancestor_id, depth) AS (
+            SELECT account_id, account_id, 0 FROM up
+            UNION ALL
+            SELECT a.id, down.ancestor_id, down.depth + 1
+            FROM down JOIN engagement_account a ON a.parent_id = down.account_id
+            WHERE down.depth < {MAX_LEVELS})
+        SELECT DISTINCT account_id, ancestor_id FROM down
+    """  # noqa: S608
+
+
 def product_has_hierarchy(product_id: int) -> bool:
     """Whether any account of the product has a parent (else figures need no roll-up)."""
     return Account.objects.filter(product_id=product_id, parent__isnull=False).exists()

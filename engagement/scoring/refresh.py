@@ -234,7 +234,6 @@ def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | N
     if not load_changed(run, since=since):
         return None
     run.load_weights()
-    run.load_lineage()
     if run.filtered:
         run.load_matching_accounts()
         # An account entering or leaving the filter brings its users in or out of scope.
@@ -309,6 +308,8 @@ def _accounts_rescore_changed(run: ScoringRun) -> int:
             SELECT 1 FROM eds_t_candidate_account x WHERE x.account_id = linked.account_id)
         """
     )
+    # Only now are the accounts known: the lineage around them is all this refresh reads.
+    run.load_lineage(around="eds_t_candidate_account")
     if run.lineage:  # an account's figures cover its descendants: its ancestors change too
         _candidates_add(
             run,

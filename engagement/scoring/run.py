@@ -16,7 +16,7 @@ from django.db import connection
 
 from engagement.backends import database_backend
 from engagement.features import workspace_features
-from engagement.hierarchy import lineage_query, product_has_hierarchy
+from engagement.hierarchy import lineage_around_query, lineage_query, product_has_hierarchy
 from engagement.models import Account, ScoringState, Workspace
 from engagement.scoring.formula import scoring_window
 from engagement.segments import accounts_admitted
@@ -139,17 +139,18 @@ class WorkspaceRun(StatementRunner):
             or 0
         )
 
-    def load_lineage(self) -> None:
+    def load_lineage(self, *, around: str | None = None) -> None:
         """eds_t_lineage: each account of the product with itself and each of its ancestors
         (engagement/hierarchy), when any account has a parent; otherwise nothing, and accounts
-        are aggregated alone as before."""
+        are aggregated alone as before. `around` (a table of account_id: an incremental
+        refresh's candidates) keeps only the pairs whose ancestor is one of those accounts or
+        their ancestors, all that refresh reads."""
         self.lineage = product_has_hierarchy(self.workspace.product_id)
         if not self.lineage:
             return
         self.temp("eds_t_lineage", "account_id BIGINT, ancestor_id BIGINT")
-        self.run(
-            f"INSERT INTO eds_t_lineage (account_id, ancestor_id) {lineage_query('%(product)s')}"
-        )
+        pairs = lineage_around_query(around) if around else lineage_query("%(product)s")
+        self.run(f"INSERT INTO eds_t_lineage (account_id, ancestor_id) {pairs}")
         self.cursor.execute("CREATE INDEX eds_t_lineage_account ON eds_t_lineage (account_id)")
         # From a scope of ancestors (an incremental refresh's few) down to their descendants.
         self.cursor.execute("CREATE INDEX eds_t_lineage_ancestor ON eds_t_lineage (ancestor_id)")
