@@ -302,10 +302,9 @@ def _member_sums_up_the_lineage(run: ScoringRun) -> str:
         where=f"AND su.user_id IS NULL {within}",
     )
     scope = "" if run.everyone else "JOIN eds_t_scope_account s ON s.account_id = h.ancestor_id"
-    shared = f"""(SELECT DISTINCT h.ancestor_id AS account_id, n.user_id
-        FROM eds_t_lineage h {scope}
-        JOIN engagement_membership n ON n.account_id = h.account_id
-        JOIN eds_t_shared_user su ON su.user_id = n.user_id)"""
+    shared = run.memberships(
+        scope="" if run.everyone else "eds_t_scope_account", users="eds_t_shared_user"
+    )
     return f"""
         SELECT h.ancestor_id AS account_id, o.total, o.active, o.score_sum, o.previous_sum,
             o.first_seen

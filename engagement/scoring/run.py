@@ -163,17 +163,19 @@ class WorkspaceRun(StatementRunner):
             return "h.ancestor_id", "JOIN eds_t_lineage h ON h.account_id = r.account_id"
         return "r.account_id", ""
 
-    def memberships(self, *, scope: str = "") -> str:
+    def memberships(self, *, scope: str = "", users: str = "") -> str:
         """The product's account memberships as a table of (account_id, user_id): in a
         hierarchy, an account's users are its own and its descendants', each once. `scope`
-        (a table of account_id) limits the accounts inside the DISTINCT, which the planner
-        would otherwise compute for the whole product before joining it."""
+        (a table of account_id) limits the accounts and `users` (a table of user_id) the users
+        inside the DISTINCT, which the planner would otherwise compute for the whole product
+        before joining them."""
         if not self.lineage:
             return "engagement_membership"
         in_scope = f"JOIN {scope} s0 ON s0.account_id = h.ancestor_id" if scope else ""
+        among = f"JOIN {users} u0 ON u0.user_id = n.user_id" if users else ""
         return f"""(SELECT DISTINCT h.ancestor_id AS account_id, n.user_id
             FROM eds_t_lineage h {in_scope}
-            JOIN engagement_membership n ON n.account_id = h.account_id)"""
+            JOIN engagement_membership n ON n.account_id = h.account_id {among})"""
 
     def load_matching_accounts(self) -> None:
         """Accounts the workspace's account filter admits (only built when a filter is set)."""
