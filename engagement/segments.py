@@ -15,6 +15,7 @@ statements, and the log is purged after SEGMENT_CHANGES_RETENTION_DAYS.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
@@ -175,10 +176,13 @@ def _metric_q(name: str, operator: str, value, now: datetime) -> Q:
         return Q(**{f"{name}__isnull": True})
     if operator in ("within_last_days", "more_than_days_ago"):
         # From (or before) the start of the day N days ago (UTC), as for traits.
+        # Day by day, as for traits: up to the end of today, so that within a UTC day a row's
+        # membership moves only when its values do (the incremental segment refresh relies on it).
         since = datetime.combine((now - timedelta(days=value)).date(), time.min, tzinfo=UTC)
         if operator == "more_than_days_ago":
             return Q(**{f"{name}__lt": since})
-        return Q(**{f"{name}__gte": since, f"{name}__lte": now})
+        tomorrow = datetime.combine((now + timedelta(days=1)).date(), time.min, tzinfo=UTC)
+        return Q(**{f"{name}__gte": since, f"{name}__lt": tomorrow})
     raise ValueError(f"operator {operator!r} does not apply to metrics")
 
 
@@ -295,15 +299,18 @@ def _rolled_up_event_counts(product_id: int, name: str, times: int, since: date 
 # and joins from these FROM clauses, each with its log entry.
 _MEMBERS = "engagement_segmentmember"
 _CHANGES = "engagement_segmentmembershipchange"
-_GONE = """FROM {members} m WHERE m.segment_id = %s
+_GONE = """FROM {members} m WHERE m.segment_id = %s {among}
     AND NOT EXISTS (SELECT 1 FROM ({matching}) q WHERE q.{column} = m.{column})"""
 _NEW = """FROM ({matching}) q WHERE NOT EXISTS (
     SELECT 1 FROM {members} x WHERE x.segment_id = %s AND x.{column} = q.{column})"""
 
 
-def segment_refresh(*, segment: Segment, now: datetime | None = None) -> tuple[int, int]:
+def segment_refresh(
+    *, segment: Segment, now: datetime | None = None, among: Collection[int] | None = None
+) -> tuple[int, int]:
     """Bring one segment's members up to date and log who joined and who left; returns
-    (joined, left)."""
+    (joined, left). With `among` (user or account ids, by the segment's target), only those
+    subjects can join or leave: the others' rows did not change since the last refresh."""
     now = now or timezone.now()
     column = "user_id" if segment.target == Segment.Target.USERS else "account_id"
     try:
@@ -311,6 +318,13 @@ def segment_refresh(*, segment: Segment, now: datetime | None = None) -> tuple[i
     except ValidationError as exc:
         logger.warning("segment %s has invalid conditions, skipped: %s", segment.id, exc)
         return 0, 0
+    among_sql, among_ids = "", []
+    if among is not None:
+        if not among:
+            return 0, 0
+        among_ids = sorted(among)
+        matching = matching.filter(**{f"{column}__in": among_ids})
+        among_sql = f"AND m.{column} IN ({', '.join(['%s'] * len(among_ids))})"
     sql, params = matching.query.sql_with_params()
     names = {
         "members": _MEMBERS,
@@ -320,15 +334,18 @@ def segment_refresh(*, segment: Segment, now: datetime | None = None) -> tuple[i
     }
     statements = SegmentStatements(
         names=names,
-        gone=_GONE.format(matching=sql, **names),
+        gone=_GONE.format(matching=sql, among=among_sql, **names),
         new=_NEW.format(matching=sql, **names),
         segment_id=segment.id,
         at=connection.ops.adapt_datetimefield_value(now),
-        leave_params=[segment.id, *params],
+        leave_params=[segment.id, *among_ids, *params],
         join_params=[*params, segment.id],
     )
     with transaction.atomic():
-        return database_backend().segment_members_update(statements)
+        changed = database_backend().segment_members_update(statements)
+        # Not save(): updated_at tells when the conditions changed, and stays.
+        Segment.objects.filter(id=segment.id).update(members_refreshed_at=now)
+    return changed
 
 
 def segment_changes_purge(*, now: datetime | None = None) -> int:
@@ -344,7 +361,52 @@ def segment_changes_purge(*, now: datetime | None = None) -> int:
     return deleted
 
 
-def segments_refresh(*, workspace_id: int, now: datetime | None = None) -> None:
-    """Refresh every segment of a workspace (after each score refresh)."""
+# An incremental refresh that rewrote more subjects than this compares whole segments: one
+# anti-join over the segment beats a list of ids that long.
+SEGMENT_REFRESH_AMONG_MAX = 5000
+
+
+def segments_refresh(
+    *,
+    workspace_id: int,
+    now: datetime | None = None,
+    user_ids: Collection[int] | None = None,
+    account_ids: Collection[int] | None = None,
+) -> None:
+    """Refresh every segment of a workspace (after each score refresh).
+
+    After an incremental refresh, `user_ids` and `account_ids` are the subjects whose score rows
+    (values, traits, rollups) it may have changed, and only they can join or leave: within a UTC
+    day a condition's verdict moves only with the row it reads (day-based conditions move at
+    midnight, when a full rescore refreshes every segment whole). The exception is the
+    percentile rank, which moves for rows the refresh did not rewrite: segments reading it are
+    compared whole. None (a full rescore): every segment is compared whole.
+    """
+    now = now or timezone.now()
     for segment in Segment.objects.filter(workspace_id=workspace_id).order_by("id"):
-        segment_refresh(segment=segment, now=now)
+        among = user_ids if segment.target == Segment.Target.USERS else account_ids
+        if among is not None and not _refreshable_among(segment, among, now):
+            among = None
+        segment_refresh(segment=segment, now=now, among=among)
+
+
+def _refreshable_among(segment: Segment, among: Collection[int], now: datetime) -> bool:
+    """Whether only `among` can have joined or left since the segment's last refresh: its
+    members were brought up to date with its current conditions earlier the same UTC day, it
+    does not read the percentile rank, and `among` is short enough."""
+    refreshed = segment.members_refreshed_at
+    return (
+        refreshed is not None
+        and refreshed >= segment.updated_at
+        and refreshed.astimezone(UTC).date() == now.astimezone(UTC).date()
+        and len(among) <= SEGMENT_REFRESH_AMONG_MAX
+        and not _reads_ranks(segment)
+    )
+
+
+def _reads_ranks(segment: Segment) -> bool:
+    conditions = segment.conditions if isinstance(segment.conditions, list) else []
+    return any(
+        isinstance(condition, dict) and condition.get("field") == "metric:percentile_rank"
+        for condition in conditions
+    )

@@ -38,12 +38,14 @@ class ScoringState(models.Model):
     product_users = models.PositiveIntegerField(default=0)
     product_accounts = models.PositiveIntegerField(default=0)
     # The workspace's score rows: users, users with events in the window, accounts, accounts
-    # with an active user, and accounts per engagement score (the list's index is the score).
+    # with an active user, and users and accounts per engagement score (the list's index is the
+    # score; the incremental refresh ranks from them). An empty user_scores: not counted yet.
     scored_users = models.PositiveIntegerField(default=0)
     active_users = models.PositiveIntegerField(default=0)
     scored_accounts = models.PositiveIntegerField(default=0)
     active_accounts = models.PositiveIntegerField(default=0)
     account_scores = models.JSONField(default=list, blank=True)
+    user_scores = models.JSONField(default=list, blank=True)
 
     def __str__(self) -> str:
         return f"scoring state of workspace {self.workspace_id}"

@@ -36,6 +36,9 @@ class Segment(models.Model):
     builtin = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # When the members were last compared with the conditions: a segment compared since its
+    # last change, earlier the same UTC day, can be refreshed for the subjects that changed only.
+    members_refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     def __str__(self) -> str:
         return self.name

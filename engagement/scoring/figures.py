@@ -5,7 +5,8 @@ instead of counting a million rows per visit.
 - the product's users and accounts created up to `counted_through` (those created later are
   counted when read, through the updated_at indexes: a refresh's worth of rows);
 - the score rows: users, users with events in the window, accounts, accounts with an active
-  user, and accounts per engagement score (the overview's bands).
+  user, and accounts and users per engagement score (the overview's bands; the histograms the
+  incremental refresh's percentile ranks are read from).
 
 A full rescore counts everything afresh. An incremental refresh writes and deletes only its
 candidates' score rows, so it counts theirs before and after and adds the difference, and adds
@@ -42,6 +43,7 @@ class ScoreRows:
     accounts: int = 0
     active_accounts: int = 0  # with at least one active user
     account_scores: list[int] = field(default_factory=_no_scores)  # accounts per score
+    user_scores: list[int] = field(default_factory=_no_scores)  # users per score
 
     def __sub__(self, other: ScoreRows) -> ScoreRows:
         return ScoreRows(
@@ -49,10 +51,18 @@ class ScoreRows:
             active_users=self.active_users - other.active_users,
             accounts=self.accounts - other.accounts,
             active_accounts=self.active_accounts - other.active_accounts,
-            account_scores=[
-                a - b for a, b in zip(self.account_scores, other.account_scores, strict=True)
-            ],
+            account_scores=scores_added(self.account_scores, other.account_scores, sign=-1),
+            user_scores=scores_added(self.user_scores, other.user_scores, sign=-1),
         )
+
+
+def scores_added(kept: list[int], change: list[int], *, sign: int = 1) -> list[int]:
+    """Two per-score histograms added (or, with sign -1, the second taken from the first)."""
+    return [a + sign * b for a, b in zip(kept, change, strict=True)]
+
+
+def _score_index(score: object) -> int:
+    return min(max(int(score), 0), SCORES - 1)
 
 
 def counted_through(now: datetime) -> datetime:
@@ -62,16 +72,42 @@ def counted_through(now: datetime) -> datetime:
 
 
 def user_rows(run: ScoringRun, *, among_candidates: bool = False) -> ScoreRows:
-    """The workspace's user score rows (or its candidates'): how many, how many active."""
+    """The workspace's user score rows (or its candidates'): how many, how many active, how
+    many per score."""
     among = "AND user_id IN (SELECT user_id FROM eds_t_candidate_user)" if among_candidates else ""
     run.run(
         f"""
-        SELECT COUNT(*), COUNT(CASE WHEN events_in_window > 0 THEN 1 END)
+        SELECT engagement_score, COUNT(*), COUNT(CASE WHEN events_in_window > 0 THEN 1 END)
         FROM engagement_userscore WHERE workspace_id = %(ws)s {among}
+        GROUP BY engagement_score
         """
     )
-    users, active = run.cursor.fetchone()
-    return ScoreRows(users=int(users or 0), active_users=int(active or 0))
+    found = ScoreRows()
+    for score, users, active in run.cursor.fetchall():
+        found.users += int(users)
+        found.active_users += int(active)
+        found.user_scores[_score_index(score)] += int(users)
+    return found
+
+
+def rescored_user_scores(run: ScoringRun) -> list[int]:
+    """How the users re-normalised (eds_t_rescored) but not recomputed moved between scores:
+    the candidates' moves are counted by user_rows before and after."""
+    run.run(
+        """
+        SELECT s, SUM(d) FROM (
+            SELECT score AS s, 1 AS d FROM eds_t_rescored r
+            WHERE NOT EXISTS (SELECT 1 FROM eds_t_candidate_user c WHERE c.user_id = r.user_id)
+            UNION ALL
+            SELECT was AS s, -1 AS d FROM eds_t_rescored r
+            WHERE NOT EXISTS (SELECT 1 FROM eds_t_candidate_user c WHERE c.user_id = r.user_id)
+        ) moved GROUP BY s
+        """
+    )
+    change = _no_scores()
+    for score, moved in run.cursor.fetchall():
+        change[_score_index(score)] += int(moved)
+    return change
 
 
 def account_rows(run: ScoringRun, *, among_candidates: bool = False) -> ScoreRows:
@@ -93,7 +129,7 @@ def account_rows(run: ScoringRun, *, among_candidates: bool = False) -> ScoreRow
     for score, accounts, active in run.cursor.fetchall():
         found.accounts += int(accounts)
         found.active_accounts += int(active)
-        found.account_scores[min(max(int(score), 0), SCORES - 1)] += int(accounts)
+        found.account_scores[_score_index(score)] += int(accounts)
     return found
 
 
@@ -125,7 +161,7 @@ def figures_recount(run: ScoringRun) -> None:
     state.counted_through = through
     state.product_users = _created(run, "engagement_user", None, through)
     state.product_accounts = _created(run, "engagement_account", None, through)
-    _store(state, rows.users, rows.active_users, accounts)
+    _store(state, rows, accounts)
 
 
 def figures_add(run: ScoringRun, *, users: ScoreRows, accounts: ScoreRows) -> None:
@@ -140,18 +176,23 @@ def figures_add(run: ScoringRun, *, users: ScoreRows, accounts: ScoreRows) -> No
         state.product_users += _created(run, "engagement_user", previous, through)
         state.product_accounts += _created(run, "engagement_account", previous, through)
         state.counted_through = through
-    scores = [
-        kept + change
-        for kept, change in zip(kept_account_scores(state), accounts.account_scores, strict=True)
-    ]
+    kept_users = kept_user_scores(state)
+    user_scores = (
+        scores_added(kept_users, users.user_scores)
+        if kept_users is not None
+        else user_rows(run).user_scores  # not counted yet (scored before they were kept)
+    )
     _store(
         state,
-        state.scored_users + users.users,
-        state.active_users + users.active_users,
+        ScoreRows(
+            users=state.scored_users + users.users,
+            active_users=state.active_users + users.active_users,
+            user_scores=user_scores,
+        ),
         ScoreRows(
             accounts=state.scored_accounts + accounts.accounts,
             active_accounts=state.active_accounts + accounts.active_accounts,
-            account_scores=scores,
+            account_scores=scores_added(kept_account_scores(state), accounts.account_scores),
         ),
     )
 
@@ -162,9 +203,26 @@ def kept_account_scores(state: ScoringState) -> list[int]:
     return (kept + _no_scores())[:SCORES]
 
 
-def _store(state: ScoringState, users: int, active_users: int, accounts: ScoreRows) -> None:
-    state.scored_users = max(users, 0)
-    state.active_users = max(active_users, 0)
+def kept_user_scores(state: ScoringState) -> list[int] | None:
+    """The state's scored users per score (0-100); None when they were never counted."""
+    kept = list(state.user_scores or [])
+    return kept if len(kept) == SCORES else None
+
+
+def kept_histogram(state: ScoringState, kind: str) -> list[int] | None:
+    """The state's users (`kind` "user") or accounts per score, when they add up to the rows it
+    counted; None when they were never counted or do not (the caller counts the rows)."""
+    if kind == "user":
+        kept, rows = kept_user_scores(state), state.scored_users
+    else:
+        kept, rows = kept_account_scores(state), state.scored_accounts
+    return kept if kept is not None and sum(kept) == rows else None
+
+
+def _store(state: ScoringState, users: ScoreRows, accounts: ScoreRows) -> None:
+    state.scored_users = max(users.users, 0)
+    state.active_users = max(users.active_users, 0)
+    state.user_scores = [max(count, 0) for count in users.user_scores]
     state.scored_accounts = max(accounts.accounts, 0)
     state.active_accounts = max(accounts.active_accounts, 0)
     state.account_scores = [max(count, 0) for count in accounts.account_scores]

@@ -29,13 +29,23 @@ from engagement.scoring.changes import (
     load_changed,
     workspace_config_digest,
 )
-from engagement.scoring.figures import account_rows, figures_add, figures_recount, user_rows
+from engagement.scoring.figures import (
+    ScoreRows,
+    account_rows,
+    figures_add,
+    figures_recount,
+    kept_histogram,
+    rescored_user_scores,
+    scores_added,
+    user_rows,
+)
 from engagement.scoring.locks import workspace_state_held
 from engagement.scoring.run import ScoringRun
 from engagement.scoring.writing import (
     delete_out_of_scope,
     percentiles,
     renormalise_users,
+    update_moved_ranks,
     update_ranks,
     write_accounts,
     write_users,
@@ -142,7 +152,12 @@ def _scores_announce(
 ) -> None:
     """Refresh the workspace's segments, then tell the refresh hooks the scores changed
     (with the ids recomputed by an incremental refresh; None after a full rescore)."""
-    segments_refresh(workspace_id=workspace_id, now=now)
+    segments_refresh(
+        workspace_id=workspace_id,
+        now=now,
+        user_ids=recomputed[0] if recomputed else None,
+        account_ids=recomputed[1] if recomputed else None,
+    )
     refresh_hooks_run(
         ScoresRefreshed(
             workspace_id=workspace_id,
@@ -193,10 +208,11 @@ def score_tables_analyze() -> None:
 
 
 def _recomputed_ids(run: ScoringRun) -> RecomputedIds:
-    """The users and accounts an incremental refresh wrote or re-normalised (a handful)."""
-    run.run("SELECT user_id FROM eds_t_scope_user UNION SELECT user_id FROM eds_t_rescored")
+    """The users and accounts whose score rows an incremental refresh may have changed (a
+    handful): those it recomputed, wrote, deleted (out of scope) or re-normalised."""
+    run.run("SELECT user_id FROM eds_t_candidate_user UNION SELECT user_id FROM eds_t_rescored")
     users = frozenset(row[0] for row in run.cursor.fetchall())
-    run.run("SELECT account_id FROM eds_t_scope_account")
+    run.run("SELECT account_id FROM eds_t_candidate_account")
     return users, frozenset(row[0] for row in run.cursor.fetchall())
 
 
@@ -280,15 +296,35 @@ def _users_rescore_changed(run: ScoringRun) -> int:
         f"SELECT c.user_id FROM eds_t_candidate_user c {in_scope}"
     )
     run.analyze("eds_t_scope_user")
-    # Only the candidates' rows are written or deleted: the kept figures move by their change.
+    # Only the candidates' rows are written or deleted: the kept figures move by their change,
+    # and by the moves of the users re-normalised to a new p90.
     users_before = user_rows(run, among_candidates=True)
     delete_out_of_scope(run, "user", among_candidates=True)
     aggregate(run, USERS)
     write_users(run)
     renormalise_users(run)
-    update_ranks(run, "engagement_userscore")
     users_change = user_rows(run, among_candidates=True) - users_before
+    users_change.user_scores = scores_added(users_change.user_scores, rescored_user_scores(run))
+    _ranks_update(
+        run,
+        "user",
+        touched="SELECT user_id FROM eds_t_candidate_user UNION SELECT user_id FROM eds_t_rescored",
+        change=users_change,
+    )
     return users_change
+
+
+def _ranks_update(run: ScoringRun, kind: str, *, touched: str, change: ScoreRows) -> None:
+    """Percentile ranks after an incremental refresh: from the kept histograms when the state
+    has them (the rows whose rank moved), else in one pass over the workspace's rows."""
+    table = f"engagement_{kind}score"
+    kept = kept_histogram(run.state, kind)
+    if kept is None:
+        update_ranks(run, table)
+        return
+    moved = change.user_scores if kind == "user" else change.account_scores
+    after = scores_added(kept, moved)
+    update_moved_ranks(run, table, key=f"{kind}_id", touched=touched, before=kept, after=after)
 
 
 def _accounts_rescore_changed(run: ScoringRun) -> int:
@@ -331,6 +367,11 @@ def _accounts_rescore_changed(run: ScoringRun) -> int:
     aggregate(run, ACCOUNTS)
     aggregate_account_members(run)
     write_accounts(run)
-    update_ranks(run, "engagement_accountscore")
     accounts_change = account_rows(run, among_candidates=True) - accounts_before
+    _ranks_update(
+        run,
+        "account",
+        touched="SELECT account_id FROM eds_t_candidate_account",
+        change=accounts_change,
+    )
     return accounts_change

@@ -259,7 +259,9 @@ def percentiles(
 def renormalise_users(run: ScoringRun) -> None:
     """p90 may have moved: rescore the rows whose rounded score changes with it."""
     ws = "workspace_id = %(ws)s"
-    run.temp("eds_t_rescored", "user_id BIGINT PRIMARY KEY, score INTEGER, previous INTEGER")
+    run.temp(
+        "eds_t_rescored", "user_id BIGINT PRIMARY KEY, score INTEGER, previous INTEGER, was INTEGER"
+    )
     p90s = percentiles(run, "engagement_userscore", "raw_score", "previous_raw_score", ws)
     if p90s == (run.state.p90, run.state.previous_p90):
         return  # write_users already scored the changed users against these values
@@ -269,8 +271,8 @@ def renormalise_users(run: ScoringRun) -> None:
     extra = {"p90": run.state.p90, "previous_p90": run.state.previous_p90}
     run.run(
         f"""
-        INSERT INTO eds_t_rescored (user_id, score, previous)
-        SELECT user_id, {score}, {previous} FROM engagement_userscore
+        INSERT INTO eds_t_rescored (user_id, score, previous, was)
+        SELECT user_id, {score}, {previous}, engagement_score FROM engagement_userscore
         WHERE {ws} AND (engagement_score <> {score} OR previous_score <> {previous}
             OR score_change <> {score} - {previous})
         """,
@@ -312,6 +314,44 @@ def update_ranks(run: ScoringRun, table: str) -> None:
     )
     if run.sql.postgres:
         run.cursor.execute("SET LOCAL enable_hashagg = off")
+
+
+def update_moved_ranks(
+    run: ScoringRun, table: str, *, key: str, touched: str, before: list[int], after: list[int]
+) -> None:
+    """update_ranks after an incremental refresh, from the kept histograms (rows per score)
+    before and after it instead of a pass over every row: the rows of the scores whose rank
+    moved, and the `touched` rows (a SELECT of `key`: those the refresh wrote) whose score did.
+
+    The other rows hold their score's rank from the last refresh, unchanged.
+    """
+    rank = run.sql.percentile_rank()
+
+    def ranked(histogram: list[int]) -> str:
+        counted = enumerate(histogram)
+        rows = ", ".join(f"({score}, {int(count)})" for score, count in counted if count)
+        return (
+            f"SELECT s, {rank} AS pr FROM (SELECT column1 AS s, column2 AS c "
+            f"FROM (VALUES {rows or '(0, 0)'}) v) h"
+        )
+
+    run.temp("eds_t_rank", "s INTEGER PRIMARY KEY, pr FLOAT, moved INTEGER")
+    run.run(
+        f"""
+        INSERT INTO eds_t_rank (s, pr, moved)
+        SELECT a.s, a.pr, CASE WHEN b.pr IS NULL OR b.pr <> a.pr THEN 1 ELSE 0 END
+        FROM ({ranked(after)}) a LEFT JOIN ({ranked(before)}) b ON b.s = a.s
+        """
+    )
+    run.analyze("eds_t_rank")
+    for rows in ("r.moved = 1", f"{table}.{key} IN ({touched})"):
+        run.run(
+            f"""
+            UPDATE {table} SET percentile_rank = r.pr FROM eds_t_rank r
+            WHERE {table}.workspace_id = %(ws)s AND {table}.engagement_score = r.s
+            AND {rows} AND {table}.percentile_rank <> r.pr
+            """
+        )
 
 
 # Last seen survives the window: an older value is kept when no event is in the window.

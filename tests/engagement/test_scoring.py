@@ -1,5 +1,6 @@
 """Scores on hand-computed examples: weights, windows, p90, caps, accounts, change, rank, filter."""
 
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -302,6 +303,41 @@ def test_incremental_refresh_equals_full_rescore(five_users):
     workspace_rescore(workspace_id=five_users.workspace.id)
     assert snapshot(five_users) == incremental
     assert incremental["users"]["u2"][2] == 16  # 15 + 1
+
+
+def kept_histograms(tenant) -> tuple[list[int], list[int]]:
+    state = ScoringState.objects.get(workspace=tenant.workspace)
+    return state.user_scores, state.account_scores
+
+
+def test_incremental_refreshes_in_a_row_keep_ranks_and_histograms_of_a_full_rescore(
+    five_users, settings
+):
+    # Each refresh ranks from the histograms the previous ones kept: after several, ranks,
+    # scores and the kept users and accounts per score are still those of a full rescore.
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
+    workspace_rescore(workspace_id=five_users.workspace.id)
+    draw = random.Random(20261125)
+    users = [f"u{n}" for n in range(1, 13)]
+    for round_ in range(5):
+        batch = [
+            track(
+                draw.choice(users),
+                draw.choice(["Login", "Report_Created"]),
+                times=draw.randint(1, 4),
+            )
+            for _ in range(3)
+        ]
+        if round_ % 2:
+            batch.append(group(draw.choice(users), draw.choice(["A", "B", "C"]), days_ago=0))
+        apply(five_users, *batch)
+        result = workspace_refresh(workspace_id=five_users.workspace.id)
+        assert result.mode == "incremental"
+    incremental, kept = snapshot(five_users), kept_histograms(five_users)
+    workspace_rescore(workspace_id=five_users.workspace.id)
+    assert snapshot(five_users) == incremental
+    assert kept_histograms(five_users) == kept
+    assert sum(kept[0]) == UserScore.objects.filter(workspace=five_users.workspace).count()
 
 
 def test_refresh_is_idle_when_nothing_changed_and_due_when_events_arrive(acme, settings):

@@ -258,3 +258,75 @@ def test_account_metrics_are_not_user_metrics():
         segment_conditions_validate(
             target="users", conditions=[cond("metric:total_users", "greater_than", 1)]
         )
+
+
+# --- After an incremental refresh: the subjects it changed, and segments compared whole ----------
+
+
+def refresh_incrementally(tenant, minutes: int = 5) -> datetime:
+    later = datetime.now(UTC) + timedelta(minutes=minutes)
+    assert workspace_refresh(workspace_id=tenant.workspace.id, now=later).mode == "incremental"
+    return later
+
+
+def test_an_incremental_refresh_leaves_the_unchanged_subjects_alone(scored, settings):
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
+    workspace_refresh(workspace_id=scored.workspace.id)
+    segment = segment_of(scored, cond("trait:plan", "equals", "enterprise"))
+    assert members(segment) == {"A"}
+    # C is a member by hand: it does not match, but nothing about C changes below.
+    c = scored.workspace.product.accounts.get(tracking_id="C")
+    SegmentMember.objects.create(segment=segment, account=c, joined_at=datetime.now(UTC))
+    apply(scored, group("b1", "B", {"plan": "enterprise"}, days_ago=0))
+    refresh_incrementally(scored)
+    # B changed and joined; C did not change, so the refresh did not compare it.
+    assert members(segment) == {"A", "B", "C"}
+    segment_refresh(segment=segment)
+    assert members(segment) == {"A", "B"}
+
+
+def test_a_segment_never_refreshed_is_compared_whole_by_an_incremental_refresh(scored, settings):
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
+    workspace_refresh(workspace_id=scored.workspace.id)
+    # As a workspace's built-in segments arrive: created, members left to the next refresh.
+    segment = Segment.objects.create(
+        workspace=scored.workspace, name="plans", conditions=[cond("trait:plan", "is_set")]
+    )
+    apply(scored, group("c1", "C", {"plan": "free"}, days_ago=0))
+    refresh_incrementally(scored)
+    assert members(segment) == {"A", "B", "C"}
+
+
+def test_a_segment_changed_since_its_last_refresh_is_compared_whole(scored, settings):
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
+    workspace_refresh(workspace_id=scored.workspace.id)
+    segment = segment_of(scored, cond("trait:plan", "equals", "enterprise"))
+    segment.conditions = [cond("trait:plan", "equals", "free")]
+    segment.save()  # its own refresh not run yet
+    apply(scored, group("c1", "C", {"seats": 2}, days_ago=0))
+    refresh_incrementally(scored)
+    assert members(segment) == {"B"}
+
+
+def test_a_rank_segment_follows_ranks_that_moved_for_subjects_not_recomputed(scored, settings):
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
+    workspace_refresh(workspace_id=scored.workspace.id)
+    segment = segment_of(scored, cond("metric:percentile_rank", "greater_than", 60))
+    assert members(segment) == {"A"}  # A 100, B 50, C 0
+    # A new account scoring 0 lifts B's rank to 66.7 although B itself did not change.
+    apply(scored, group("d1", "D", {"name": "Delta"}, days_ago=0))
+    refresh_incrementally(scored)
+    assert members(segment) == {"A", "B"}
+
+
+def test_within_last_days_counts_the_whole_of_today(scored):
+    # Day by day: a last seen later today (a clock ahead of ours) is today, as for traits.
+    segment = segment_of(scored, cond("metric:last_seen", "within_last_days", 0))
+    now = datetime.now(UTC)
+    assert "C" not in members(segment)  # never seen
+    score = scored.workspace.account_scores.get(account__tracking_id="C")
+    end_of_today = datetime.combine(now.date(), datetime.max.time(), tzinfo=UTC)
+    score.last_seen = end_of_today
+    score.save(update_fields=["last_seen"])
+    segment_refresh(segment=segment, now=now)
+    assert "C" in members(segment)
