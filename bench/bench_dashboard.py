@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import seed_scoring  # noqa: E402
+from targets import figure  # noqa: E402
 
 SAMPLES = int(os.environ.get("BENCH_SAMPLES", "40"))
 TARGET_MS = 300.0
@@ -142,6 +143,8 @@ def main() -> int:
             value = p95(times)
             verdict = "ok" if value < TARGET_MS else f"over {TARGET_MS:.0f} ms"
             rows.append((label, f"{statistics.median(times):.0f}", f"{value:.0f}", verdict))
+            if cold:
+                figure("overview_cold_p95_ms", value)
 
     print(
         f"\n{accounts:,} scored accounts, {seeded['users']:,} users, {seeded['events']:,} events; "

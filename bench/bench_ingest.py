@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.databases import migrate, recreate_migrated_database  # noqa: E402
+from bench.targets import figure  # noqa: E402
 from ingestion import acceptance  # noqa: E402  (framework-free: no Django setup needed)
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
@@ -772,6 +773,7 @@ def print_targets(runs: list[Run], drains: list[dict]) -> None:
     lines = []
     if bare and asgi and bare.requests_per_s:
         ratio = asgi.requests_per_s / bare.requests_per_s
+        figure("door_vs_bare_django", ratio)
         lines.append(
             _target("1. ASGI door / bare Django view", f"{ratio:.2f}x", ratio >= 2, ">= 2x")
         )
@@ -788,6 +790,8 @@ def print_targets(runs: list[Run], drains: list[dict]) -> None:
             continue
         rate = drained["events_per_s"]
         what = f"3. one draining process ({_rows(drained)})"
+        if drained.get("group", 1) == 1:
+            figure("drain_events_per_s", rate)
         lines.append(_target(what, f"{rate:,.0f} events/s", rate >= 50_000, ">= 50,000"))
     if lines:
         print("\ntargets:")

@@ -30,8 +30,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import seed_scoring  # noqa: E402
+from targets import TARGETS, figure  # noqa: E402
 
-TARGET_SECONDS = 60.0
+TARGET_SECONDS = TARGETS["rescore_never_scored_s"].at_most  # every full rescore (issue 33)
+FRESHNESS_TARGET_SECONDS = 60.0  # a new event to a changed score
 
 
 def model_configure(workspace, *, features: bool, hierarchy: bool) -> None:
@@ -229,7 +231,8 @@ def measure(workspace, seeded: dict) -> int:
             "new event -> changed score",
             f"{changed_after:.1f} s",
             f"incl. {settings.SCORING_REFRESH_SECONDS} s worst-case wait for the beat tick; "
-            f"score {before[0]} -> {current.engagement_score} (target < {TARGET_SECONDS:.0f} s)",
+            f"score {before[0]} -> {current.engagement_score} "
+            f"(target < {FRESHNESS_TARGET_SECONDS:.0f} s)",
         )
     )
     # A settings change, what a rescore is for: the most common event weighs more, so nearly
@@ -260,8 +263,12 @@ def measure(workspace, seeded: dict) -> int:
     print(f"\n{'measure':<{width}}  {'value':>12}  note")
     for name, value, note in rows:
         print(f"{name:<{width}}  {value:>12}  {note}")
-    ok = slowest_rescore_s < TARGET_SECONDS and changed_after < TARGET_SECONDS
+    ok = slowest_rescore_s < TARGET_SECONDS and changed_after < FRESHNESS_TARGET_SECONDS
     print(f"\ntargets met: {'yes' if ok else 'NO'}")
+    figure("rescore_never_scored_s", first_s)
+    figure("rescore_unchanged_s", again_s)
+    figure("rescore_weight_changed_s", moved_s)
+    figure("incremental_refresh_s", refresh_s)
     return 0
 
 

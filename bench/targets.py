@@ -1,0 +1,117 @@
+"""The figures `make bench` holds to a target (issue 33), and the CPU reference beside them.
+
+A benchmark reports each such figure with `figure(key, value)`: one line `FIGURE <key> <value>`
+with the target and whether it was met, which bench/run.py collects from every script it runs
+and lists at the end beside the CPU reference measured before and after the run. A script that
+ran without reporting one of its figures could not measure it: run.py then exits non-zero.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+
+PREFIX = "FIGURE "
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    script: str  # the bench script (stem) that measures it
+    label: str
+    unit: str
+    at_most: float | None = None
+    at_least: float | None = None
+
+    def met(self, value: float) -> bool:
+        if self.at_most is not None:
+            return value <= self.at_most
+        return self.at_least is None or value >= self.at_least
+
+    def bound(self) -> str:
+        if self.at_most is not None:
+            return f"<= {self.at_most:,g} {self.unit}"
+        return f">= {self.at_least:,g} {self.unit}"
+
+
+TARGETS: dict[str, Target] = {
+    "door_cpu_us": Target("bench_door_cpu", "door CPU per v2 track", "us", at_most=12),
+    "door_vs_bare_django": Target(
+        "bench_ingest", "ASGI door, v2 track / bare Django view", "x", at_least=3
+    ),
+    "drain_events_per_s": Target(
+        "bench_ingest", "drain, single calls, one process", "events/s", at_least=60_000
+    ),
+    "rescore_never_scored_s": Target(
+        "bench_scoring", "full rescore, never scored", "s", at_most=30
+    ),
+    "rescore_unchanged_s": Target(
+        "bench_scoring", "full rescore, nothing changed", "s", at_most=30
+    ),
+    "rescore_weight_changed_s": Target(
+        "bench_scoring", "full rescore, a weight changed", "s", at_most=30
+    ),
+    "incremental_refresh_s": Target("bench_scoring", "incremental refresh", "s", at_most=2),
+    "history_full_s": Target("bench_history", "score history, full build", "s", at_most=120),
+    "history_backfill_s": Target(
+        "bench_history", "score history, backfill of one day", "s", at_most=30
+    ),
+    "history_daily_s": Target("bench_history", "score history, daily step", "s", at_most=15),
+    "overview_cold_p95_ms": Target(
+        "bench_dashboard", "dashboard overview, cache cold, p95", "ms", at_most=300
+    ),
+}
+
+
+def figure(key: str, value: float) -> None:
+    """Print one figure with its target, in the line bench/run.py collects."""
+    target = TARGETS[key]
+    verdict = "met" if target.met(value) else "MISSED"
+    print(
+        f"{PREFIX}{key} {value:.6g} ({target.label}: {value:,.2f} {target.unit}; "
+        f"target {target.bound()}: {verdict})",
+        flush=True,
+    )
+
+
+def parsed(line: str) -> tuple[str, float] | None:
+    """(key, value) of a FIGURE line, None for any other line."""
+    if not line.startswith(PREFIX):
+        return None
+    key, value = line[len(PREFIX) :].split()[:2]
+    return key, float(value)
+
+
+def cpu_reference() -> dict[str, float]:
+    """A fixed amount of work timed now (best of three, ms), so that figures taken on other
+    boxes or in other hours can be read against the CPU they had: Python (hashing and JSON, as
+    the door does) and, when it answers, PostgreSQL (a scan and an aggregate of 3M rows)."""
+    payload = json.dumps({"userId": "usr_1042", "event": "Report_Created", "n": list(range(20))})
+
+    def python_work() -> None:
+        for n in range(40_000):
+            hashlib.sha256(f"{payload}{n}".encode()).digest()
+            json.loads(payload)
+
+    reference = {"python_ms": _best_of_three(python_work)}
+    try:
+        import psycopg
+
+        server = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
+        with psycopg.connect(f"{server}/postgres", connect_timeout=3) as connection:
+            query = "SELECT count(*) FROM generate_series(1, 3000000) g WHERE g % 7 = 0"
+            reference["postgres_ms"] = _best_of_three(lambda: connection.execute(query).fetchone())
+    except Exception as error:  # noqa: BLE001 (a reference without PostgreSQL is still one)
+        print(f"CPU reference: PostgreSQL not measured ({error})")
+    return reference
+
+
+def _best_of_three(work) -> float:
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        work()
+        best = min(best, (time.perf_counter() - started) * 1000)
+    return best
