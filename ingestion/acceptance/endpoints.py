@@ -79,7 +79,7 @@ def body_limit(endpoint_name: str, limits: Limits) -> int:
     return limits.batch if ENDPOINTS[endpoint_name].takes == BATCH else limits.single
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see Reading
 class Accepted:
     """What the durable store keeps for one accepted request."""
 
@@ -88,7 +88,7 @@ class Accepted:
     messages: list[dict]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see Reading
 class Outcome:
     """What a door does with an accepted request: store `accepted` durably, then answer
     `status` with `body` (None: an empty body)."""
