@@ -1,21 +1,28 @@
 """The limits the acceptance rules apply, read from settings (INGESTION_MAX_BODY_BYTES and the
-rest), built once per combination of values: settings change only in tests."""
-
-import functools
+rest) once per process: the door asks for them on every request, and settings change only in
+tests, which `setting_changed` tells (the next request reads them again)."""
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from ingestion import acceptance
 
+_limits: list[acceptance.Limits] = []  # the limits, once read
+
 
 def ingestion_limits() -> acceptance.Limits:
-    return _limits(
-        settings.INGESTION_MAX_BODY_BYTES,
-        settings.INGESTION_MAX_BATCH_BYTES,
-        settings.INGESTION_CLOCK_SKEW_SECONDS,
-    )
+    if not _limits:
+        _limits.append(
+            acceptance.Limits(
+                single=settings.INGESTION_MAX_BODY_BYTES,
+                batch=settings.INGESTION_MAX_BATCH_BYTES,
+                clock_skew_ms=settings.INGESTION_CLOCK_SKEW_SECONDS * 1000,
+            )
+        )
+    return _limits[0]
 
 
-@functools.lru_cache(maxsize=8)
-def _limits(single: int, batch: int, clock_skew_seconds: int) -> acceptance.Limits:
-    return acceptance.Limits(single=single, batch=batch, clock_skew_ms=clock_skew_seconds * 1000)
+@receiver(setting_changed)
+def _forget_limits(**kwargs) -> None:
+    _limits.clear()
