@@ -263,19 +263,16 @@ class IngestionFrontDoor:
             endpoint_name = http.endpoint_for_path(scope["path"])
             if endpoint_name is not None:
                 try:
-                    headers = http.joined_headers(
-                        [
-                            (name.decode("latin-1"), value.decode("latin-1"))
-                            for name, value in scope["headers"]
-                        ]
-                    )
+                    head = http.read_head(scope["headers"])
                 except acceptance.RequestError as error:
                     await _respond(send, scope, endpoint_name, error.status, error.body())
                     return
+                headers = head.fields
                 if _host_allowed(headers):
-                    if scope["method"] == "POST":
-                        await self.ingest(endpoint_name, scope, headers, receive, send)
-                    elif scope["method"] == "OPTIONS":
+                    method = scope["method"]
+                    if method == "POST":
+                        await self.ingest(endpoint_name, scope, head, receive, send)
+                    elif method == "OPTIONS":
                         await _preflight(send, scope, endpoint_name, headers)
                     else:
                         await _not_allowed(send, scope, endpoint_name, headers.get("origin"))
@@ -286,15 +283,16 @@ class IngestionFrontDoor:
         await self.fallback(scope, receive, send)
 
     async def ingest(
-        self, endpoint_name: str, scope: Scope, headers: dict[str, str], receive: Receive, send
+        self, endpoint_name: str, scope: Scope, head: http.Head, receive: Receive, send: Send
     ) -> None:
         received_at = datetime.now(UTC)
+        headers = head.fields
         origin = headers.get("origin")
         limits = ingestion_limits()
         limit = acceptance.body_limit(endpoint_name, limits)
         target = len(scope.get("raw_path") or scope["path"].encode()) + len(scope["query_string"])
         try:
-            http.check_head(headers, target + (1 if scope["query_string"] else 0), limit)
+            http.check_head(head, target + (1 if scope["query_string"] else 0), limit)
             raw = await _read_body(receive, limit + 1)  # one byte over is enough for a 413
             outcome = acceptance.accept(
                 endpoint_name,

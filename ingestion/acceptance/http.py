@@ -1,11 +1,12 @@
 """What the door decides before and around the body: which endpoint a path names, the limits on
-headers and the request target, and whether the whole body arrived. The door hands its request
-head over as `headers` (lower-case names; a field sent several times joined with ",").
+headers and the request target, and whether the whole body arrived. The door reads its request
+head once, with `read_head`, into a `Head`: its fields by lower-case name (a field sent several
+times joined with ","), and the size of its longest field line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from ingestion.acceptance.endpoints import ENDPOINTS
 from ingestion.acceptance.errors import RequestError, too_large
@@ -17,12 +18,13 @@ MAX_HEADER_FIELDS = 100
 MAX_TARGET = 4094  # bytes of the path and query
 
 
+# Every path that names an endpoint, `/<name>` and `/<name>/`: one lookup per request.
+_PATHS = {f"/{name}{slash}": name for name in ENDPOINTS for slash in ("", "/")}
+
+
 def endpoint_for_path(path: str) -> str | None:
     """The ingestion endpoint a path names: `/<name>` or `/<name>/`, else None."""
-    if not path.startswith("/"):
-        return None
-    name = path[1:-1] if path.endswith("/") else path[1:]
-    return name if name in ENDPOINTS else None
+    return _PATHS.get(path)
 
 
 # Fields that must come once: HTTP has no way to join two of them (the server lets a repeated one
@@ -30,46 +32,70 @@ def endpoint_for_path(path: str) -> str | None:
 _SINGLE_FIELDS = frozenset({"host", "content-type", "content-length"})
 
 
-def joined_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """Header fields by lower-case name, a repeated field's values joined with ","; a 400 for a
-    field that must come once."""
-    headers: dict[str, str] = {}
-    for name, value in pairs:
-        name = name.lower()
-        if name in headers:
+class Head:
+    """A request's header fields by lower-case name, and the bytes of its longest field line
+    ("name: value", after joining), which `check_head` holds to MAX_HEADER_LINE."""
+
+    __slots__ = ("fields", "longest_line")
+
+    def __init__(self, fields: dict[str, str], longest_line: int) -> None:
+        self.fields = fields
+        self.longest_line = longest_line
+
+
+def read_head(raw_headers: Iterable[tuple[bytes, bytes]]) -> Head:
+    """The ASGI header pairs, read in one pass: decoded (latin-1), by lower-case name, a repeated
+    field's values joined with ","; a 400 for a field that must come once."""
+    fields: dict[str, str] = {}
+    longest = 0
+    for raw_name, raw_value in raw_headers:
+        name = raw_name.decode("latin-1").lower()
+        value = raw_value.decode("latin-1")
+        if name in fields:
             if name in _SINGLE_FIELDS:
                 raise RequestError(400, "invalid_header", f"Send one {name.title()} header.")
-            value = f"{headers[name]},{value}"
-        headers[name] = value
-    return headers
+            value = f"{fields[name]},{value}"
+        fields[name] = value
+        # A joined value only grows, so the longest line seen on the way is the longest at the
+        # end; measured here so that `check_head` need not walk the fields again.
+        line = _line_bytes(name, value)
+        if line > longest:
+            longest = line
+    return Head(fields, longest)
 
 
-def check_head(headers: Mapping[str, str], target_length: int, body_limit: int) -> None:
+def _line_bytes(name: str, value: str) -> int:
+    return len(name) + 2 + len(value)  # "name: value"; latin-1, so one byte a character
+
+
+def check_head(head: Head, target_length: int, body_limit: int) -> None:
     """431 for header fields too many or too large, 414 for a request target too long, 413 for
     a declared body past the limit (refused unread)."""
-    if len(headers) > MAX_HEADER_FIELDS:
+    fields = head.fields
+    if len(fields) > MAX_HEADER_FIELDS:
         raise RequestError(
             431,
             "request_header_fields_too_large",
             f"Send at most {MAX_HEADER_FIELDS} header fields.",
         )
-    for name, value in headers.items():
-        if len(name) + 2 + len(value) > MAX_HEADER_LINE:
-            raise RequestError(
-                431,
-                "request_header_fields_too_large",
-                f"The header {name[:40]!r} is longer than {MAX_HEADER_LINE} bytes.",
-            )
+    if head.longest_line > MAX_HEADER_LINE:
+        # The first field (in the order first sent) whose line is too long names the answer.
+        name = next(n for n, v in fields.items() if _line_bytes(n, v) > MAX_HEADER_LINE)
+        raise RequestError(
+            431,
+            "request_header_fields_too_large",
+            f"The header {name[:40]!r} is longer than {MAX_HEADER_LINE} bytes.",
+        )
     if target_length > MAX_TARGET:
         raise RequestError(
             414, "uri_too_long", f"The request target is longer than {MAX_TARGET} bytes."
         )
-    declared = declared_length(headers)
+    declared = declared_length(fields)
     if declared is not None and declared > body_limit:
         raise too_large(body_limit)
 
 
-def declared_length(headers: Mapping[str, str]) -> int | None:
+def declared_length(headers: dict[str, str]) -> int | None:
     """The Content-Length sent, or None (none, or chunked: the server checked its framing)."""
     value = headers.get("content-length")
     if value is None or not value.isdigit():
