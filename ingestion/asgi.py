@@ -74,6 +74,8 @@ async def _read_body(receive: Receive, cap: int) -> bytes:
         if message["type"] == "http.disconnect":
             raise _Disconnected
         chunk = message.get("body", b"")
+        if not chunks and not message.get("more_body", False):
+            return chunk[:cap]  # the whole body in one message, as a small body comes: no join
         chunks.append(chunk)
         size += len(chunk)
         if size >= cap or not message.get("more_body", False):

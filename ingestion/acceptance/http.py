@@ -58,14 +58,10 @@ def read_head(raw_headers: Iterable[tuple[bytes, bytes]]) -> Head:
         fields[name] = value
         # A joined value only grows, so the longest line seen on the way is the longest at the
         # end; measured here so that `check_head` need not walk the fields again.
-        line = _line_bytes(name, value)
-        if line > longest:
-            longest = line
-    return Head(fields, longest)
-
-
-def _line_bytes(name: str, value: str) -> int:
-    return len(name) + 2 + len(value)  # "name: value"; latin-1, so one byte a character
+        size = len(name) + len(value)
+        if size > longest:
+            longest = size
+    return Head(fields, longest + 2)  # "name: value"; latin-1: one byte a character
 
 
 def check_head(head: Head, target_length: int, body_limit: int) -> None:
@@ -80,7 +76,7 @@ def check_head(head: Head, target_length: int, body_limit: int) -> None:
         )
     if head.longest_line > MAX_HEADER_LINE:
         # The first field (in the order first sent) whose line is too long names the answer.
-        name = next(n for n, v in fields.items() if _line_bytes(n, v) > MAX_HEADER_LINE)
+        name = next(n for n, v in fields.items() if len(n) + 2 + len(v) > MAX_HEADER_LINE)
         raise RequestError(
             431,
             "request_header_fields_too_large",
