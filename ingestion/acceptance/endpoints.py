@@ -109,11 +109,11 @@ def accept(
 ) -> Outcome:
     """The one entry point of every door: validate a request to `endpoint_name` (a key of
     ENDPOINTS) and say what to store and how to answer; raise `RequestError` otherwise."""
-    request = (ENDPOINTS[endpoint_name], raw, authorization, content_encoding, now_ms, limits)
+    endpoint = ENDPOINTS[endpoint_name]
     try:
-        return _accept(*request, exact=False)
+        return _accept(endpoint, raw, authorization, content_encoding, now_ms, limits, False)
     except InexactReading:  # rare: a trait holds a number at least 2^63
-        return _accept(*request, exact=True)
+        return _accept(endpoint, raw, authorization, content_encoding, now_ms, limits, True)
 
 
 def _accept(
@@ -123,7 +123,6 @@ def _accept(
     content_encoding: str | None,
     now_ms: int,
     limits: Limits,
-    *,
     exact: bool,
 ) -> Outcome:
     clock = Clock(now_ms, limits.clock_skew_ms)

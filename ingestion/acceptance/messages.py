@@ -118,7 +118,10 @@ def track(data: Mapping, clock: Clock, names: Mapping[str, str], reading: Readin
     ts = clock.read(data, "timestamp", errors)
     ts = clock.now_ms if ts is None else _time_checked(ts, clock, errors)
     errors.raise_if_any()
-    return _kept("track", ts, ("userId", user_id), ("event", event), ("groupId", group_id))
+    message = {"type": "track", "timestamp": ts, "userId": user_id, "event": event}
+    if group_id is not None:
+        message["groupId"] = group_id
+    return message
 
 
 CallRule = Callable[[Mapping, Clock, Mapping[str, str], Reading], dict]
