@@ -204,6 +204,11 @@ async def _preflight(send: Send, scope: Scope, endpoint_name: str, headers: dict
     await send({"type": "http.response.body", "body": b""})
 
 
+# Compact UTF-8 JSON, whatever the request's Accept says (ingestion has one answer). One encoder
+# for the process: json.dumps with these options builds a new one for every answer.
+_ANSWER_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 async def _respond(
     send: Send,
     scope: Scope,
@@ -218,8 +223,7 @@ async def _respond(
     headers = [(b"content-length", b"0")]
     payload = b""
     if body is not None:
-        # Compact UTF-8 JSON, whatever the request's Accept says (ingestion has one answer).
-        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        payload = _ANSWER_JSON.encode(body).encode("utf-8")
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", b"%d" % len(payload)),
