@@ -33,13 +33,13 @@ from engagement.presentation import (
     account_name,
     trait_text,
 )
-from engagement.segments import TraitText, accounts_admitted
 from engagement.selectors import (
     WorkspaceStats,
     account_list_ranked,
     workspace_stats,
 )
 from engagement.stored_json import json_for_reading, read_account_filter, read_traits
+from engagement.traits import TraitText, accounts_admitted
 from engagement.workspace_cache import cached_for_workspace
 
 # Health bands of a 0-100 score: (key, label, lowest, highest).

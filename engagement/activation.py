@@ -22,7 +22,7 @@ from django.db.models.functions import Cast
 
 from engagement.hierarchy import account_subtrees
 from engagement.models import Account, ActivationStep, EventRollup, User, Workspace
-from engagement.segments import TraitText
+from engagement.traits import TraitText
 
 KINDS = ("event", "trait")
 NAME_MAX = 255

@@ -19,11 +19,12 @@ from engagement.models import (
     UserScore,
     Workspace,
 )
-from engagement.segments import accounts_admitted
 from engagement.stored_json import read_account_filter
+from engagement.traits import accounts_admitted
 from engagement.workspace_cache import cached_for_workspace, scores_refreshed_at
 
 T = TypeVar("T")
+
 
 def score_computed_at(*, score: ScoreFields, workspace: Workspace) -> datetime | None:
     """When a score row's values were last computed; None for a row not scored yet.

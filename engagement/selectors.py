@@ -32,13 +32,13 @@ from engagement.ranking import (
     user_counts,
 )
 from engagement.scoring.figures import kept_account_scores
-from engagement.segments import TraitText
 from engagement.stored_json import (
     json_for_reading,
     read_account_filter,
     read_traits,
     with_json_as_text,
 )
+from engagement.traits import TraitText
 from engagement.workspace_cache import cached_for_workspace, with_scores_refreshed_at
 
 T = TypeVar("T")

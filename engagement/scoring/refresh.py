@@ -40,16 +40,14 @@ from engagement.scoring.figures import (
     user_rows,
 )
 from engagement.scoring.locks import workspace_state_held
-from engagement.scoring.run import ScoringRun
-from engagement.scoring.writing import (
-    delete_out_of_scope,
+from engagement.scoring.ranks import (
     percentiles,
     renormalise_users,
     update_moved_ranks,
     update_ranks,
-    write_accounts,
-    write_users,
 )
+from engagement.scoring.run import ScoringRun
+from engagement.scoring.writing import delete_out_of_scope, write_accounts, write_users
 from engagement.segments import segments_refresh
 
 logger = logging.getLogger(__name__)

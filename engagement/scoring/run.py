@@ -19,7 +19,7 @@ from engagement.features import workspace_features
 from engagement.hierarchy import lineage_around_query, lineage_query, product_has_hierarchy
 from engagement.models import Account, ScoringState, Workspace
 from engagement.scoring.formula import scoring_window
-from engagement.segments import accounts_admitted
+from engagement.traits import accounts_admitted
 
 
 def db_datetime(value: datetime) -> object:

@@ -1,5 +1,6 @@
-"""Writing the scores: user and account score rows, p90 and re-normalisation, percentile ranks,
-and removing the rows of users and accounts that left the workspace's scope."""
+"""Writing the scores: user and account score rows (a full rescore ranks them as it writes), and
+removing the rows of users and accounts that left the workspace's scope. p90, re-normalisation
+and the ranks of an incremental refresh: engagement/scoring/ranks.py."""
 
 # ruff: noqa: S608
 
@@ -7,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engagement.scoring.formula import percentile_90
 from engagement.scoring.run import ScoringRun
 
 USER_VALUE_COLUMNS = (
@@ -230,128 +230,6 @@ def _rank_histogram(
         extra,
     )
     return "COALESCE(rk.pr, 0)", f"LEFT JOIN eds_t_rank rk ON rk.score = {score_of_row}"
-
-
-def percentiles(
-    run: ScoringRun, table: str, raw: str, previous_raw: str, where: str = "1 = 1"
-) -> tuple[float, float]:
-    """p90 of the non-zero raw scores, now and one period earlier, in one pass."""
-    if run.sql.postgres:
-        run.run(
-            f"""
-            SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY {raw})
-                    FILTER (WHERE {raw} > 0),
-                percentile_cont(0.9) WITHIN GROUP (ORDER BY {previous_raw})
-                    FILTER (WHERE {previous_raw} > 0)
-            FROM {table} WHERE {where}
-            """
-        )
-        now, before = run.cursor.fetchone()
-        return float(now or 0), float(before or 0)
-    run.run(f"SELECT {raw}, {previous_raw} FROM {table} WHERE {where}")
-    rows = run.cursor.fetchall()
-    return (
-        percentile_90([row[0] for row in rows if row[0] > 0]),
-        percentile_90([row[1] for row in rows if row[1] > 0]),
-    )
-
-
-def renormalise_users(run: ScoringRun) -> None:
-    """p90 may have moved: rescore the rows whose rounded score changes with it."""
-    ws = "workspace_id = %(ws)s"
-    run.temp(
-        "eds_t_rescored", "user_id BIGINT PRIMARY KEY, score INTEGER, previous INTEGER, was INTEGER"
-    )
-    p90s = percentiles(run, "engagement_userscore", "raw_score", "previous_raw_score", ws)
-    if p90s == (run.state.p90, run.state.previous_p90):
-        return  # write_users already scored the changed users against these values
-    run.state.p90, run.state.previous_p90 = p90s
-    score = run.sql.score("raw_score", "%(p90)s")
-    previous = run.sql.score("previous_raw_score", "%(previous_p90)s")
-    extra = {"p90": run.state.p90, "previous_p90": run.state.previous_p90}
-    run.run(
-        f"""
-        INSERT INTO eds_t_rescored (user_id, score, previous, was)
-        SELECT user_id, {score}, {previous}, engagement_score FROM engagement_userscore
-        WHERE {ws} AND (engagement_score <> {score} OR previous_score <> {previous}
-            OR score_change <> {score} - {previous})
-        """,
-        extra,
-    )
-    run.run(
-        """
-        UPDATE engagement_userscore SET engagement_score = r.score,
-            previous_score = r.previous, score_change = r.score - r.previous,
-            computed_at = %(now)s
-        FROM eds_t_rescored r
-        WHERE engagement_userscore.workspace_id = %(ws)s
-        AND engagement_userscore.user_id = r.user_id
-        """
-    )
-
-
-def update_ranks(run: ScoringRun, table: str) -> None:
-    """percentile_rank = 100 * (rows scoring lower) / (rows - 1), to one decimal.
-
-    It depends only on a row's score and the workspace's score histogram, so one pass
-    over the histogram rewrites only the rows whose rank moved.
-    """
-    if run.sql.postgres:
-        # A histogram of at most 101 scores: hashing is the right plan here.
-        run.cursor.execute("SET LOCAL enable_hashagg = on")
-    rank = run.sql.percentile_rank()
-    run.run(
-        f"""
-        UPDATE {table} SET percentile_rank = r.pr
-        FROM (
-            SELECT s, {rank} AS pr FROM (
-                SELECT engagement_score AS s, COUNT(*) AS c FROM {table}
-                WHERE workspace_id = %(ws)s GROUP BY engagement_score) h
-        ) r
-        WHERE {table}.workspace_id = %(ws)s AND {table}.engagement_score = r.s
-        AND {table}.percentile_rank <> r.pr
-        """
-    )
-    if run.sql.postgres:
-        run.cursor.execute("SET LOCAL enable_hashagg = off")
-
-
-def update_moved_ranks(
-    run: ScoringRun, table: str, *, key: str, touched: str, before: list[int], after: list[int]
-) -> None:
-    """update_ranks after an incremental refresh, from the kept histograms (rows per score)
-    before and after it instead of a pass over every row: the rows of the scores whose rank
-    moved, and the `touched` rows (a SELECT of `key`: those the refresh wrote) whose score did.
-
-    The other rows hold their score's rank from the last refresh, unchanged.
-    """
-    rank = run.sql.percentile_rank()
-
-    def ranked(histogram: list[int]) -> str:
-        counted = enumerate(histogram)
-        rows = ", ".join(f"({score}, {int(count)})" for score, count in counted if count)
-        return (
-            f"SELECT s, {rank} AS pr FROM (SELECT column1 AS s, column2 AS c "
-            f"FROM (VALUES {rows or '(0, 0)'}) v) h"
-        )
-
-    run.temp("eds_t_rank", "s INTEGER PRIMARY KEY, pr FLOAT, moved INTEGER")
-    run.run(
-        f"""
-        INSERT INTO eds_t_rank (s, pr, moved)
-        SELECT a.s, a.pr, CASE WHEN b.pr IS NULL OR b.pr <> a.pr THEN 1 ELSE 0 END
-        FROM ({ranked(after)}) a LEFT JOIN ({ranked(before)}) b ON b.s = a.s
-        """
-    )
-    run.analyze("eds_t_rank")
-    for rows in ("r.moved = 1", f"{table}.{key} IN ({touched})"):
-        run.run(
-            f"""
-            UPDATE {table} SET percentile_rank = r.pr FROM eds_t_rank r
-            WHERE {table}.workspace_id = %(ws)s AND {table}.engagement_score = r.s
-            AND {rows} AND {table}.percentile_rank <> r.pr
-            """
-        )
 
 
 # Last seen survives the window: an older value is kept when no event is in the window.

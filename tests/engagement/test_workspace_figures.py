@@ -17,8 +17,8 @@ from engagement.models import (
     UserScore,
 )
 from engagement.scoring import workspace_refresh, workspace_rescore
-from engagement.segments import accounts_admitted
 from engagement.selectors import workspace_stats
+from engagement.traits import accounts_admitted
 from tests.engagement.helpers import apply, group, identify, track
 from tests.engagement.test_scoring import configure
 
