@@ -176,11 +176,12 @@ def figures_add(run: ScoringRun, *, users: ScoreRows, accounts: ScoreRows) -> No
         state.product_users += _created(run, "engagement_user", previous, through)
         state.product_accounts += _created(run, "engagement_account", previous, through)
         state.counted_through = through
-    kept_users = kept_user_scores(state)
+    kept_users = kept_histogram(state, "user")
     user_scores = (
         scores_added(kept_users, users.user_scores)
         if kept_users is not None
-        else user_rows(run).user_scores  # not counted yet (scored before they were kept)
+        # Never counted (scored before they were kept), or no longer adding up: counted afresh.
+        else user_rows(run).user_scores
     )
     _store(
         state,
@@ -203,20 +204,14 @@ def kept_account_scores(state: ScoringState) -> list[int]:
     return (kept + _no_scores())[:SCORES]
 
 
-def kept_user_scores(state: ScoringState) -> list[int] | None:
-    """The state's scored users per score (0-100); None when they were never counted."""
-    kept = list(state.user_scores or [])
-    return kept if len(kept) == SCORES else None
-
-
 def kept_histogram(state: ScoringState, kind: str) -> list[int] | None:
-    """The state's users (`kind` "user") or accounts per score, when they add up to the rows it
-    counted; None when they were never counted or do not (the caller counts the rows)."""
+    """The state's users (`kind` "user") or accounts per score (0-100), when they add up to the
+    rows it counted; None when they were never counted or do not (the caller counts the rows)."""
     if kind == "user":
-        kept, rows = kept_user_scores(state), state.scored_users
+        kept, rows = list(state.user_scores or []), state.scored_users
     else:
         kept, rows = kept_account_scores(state), state.scored_accounts
-    return kept if kept is not None and sum(kept) == rows else None
+    return kept if len(kept) == SCORES and sum(kept) == rows else None
 
 
 def _store(state: ScoringState, users: ScoreRows, accounts: ScoreRows) -> None:

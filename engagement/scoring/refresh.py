@@ -55,6 +55,11 @@ logger = logging.getLogger(__name__)
 # The users and accounts an incremental refresh recomputed, by id.
 RecomputedIds = tuple[frozenset[int], frozenset[int]]
 
+# The score rows an incremental refresh may have changed: those it recomputed, wrote, deleted (out
+# of scope) or re-normalised. Their ranks are set, segments compare them, the hooks hear of them.
+_TOUCHED_USERS = "SELECT user_id FROM eds_t_candidate_user UNION SELECT user_id FROM eds_t_rescored"
+_TOUCHED_ACCOUNTS = "SELECT account_id FROM eds_t_candidate_account"
+
 
 @dataclass(frozen=True, slots=True)
 class RefreshResult:
@@ -207,10 +212,10 @@ def score_tables_analyze() -> None:
 
 def _recomputed_ids(run: ScoringRun) -> RecomputedIds:
     """The users and accounts whose score rows an incremental refresh may have changed (a
-    handful): those it recomputed, wrote, deleted (out of scope) or re-normalised."""
-    run.run("SELECT user_id FROM eds_t_candidate_user UNION SELECT user_id FROM eds_t_rescored")
+    handful, `_TOUCHED_USERS` and `_TOUCHED_ACCOUNTS`)."""
+    run.run(_TOUCHED_USERS)
     users = frozenset(row[0] for row in run.cursor.fetchall())
-    run.run("SELECT account_id FROM eds_t_candidate_account")
+    run.run(_TOUCHED_ACCOUNTS)
     return users, frozenset(row[0] for row in run.cursor.fetchall())
 
 
@@ -306,7 +311,7 @@ def _users_rescore_changed(run: ScoringRun) -> int:
     _ranks_update(
         run,
         "user",
-        touched="SELECT user_id FROM eds_t_candidate_user UNION SELECT user_id FROM eds_t_rescored",
+        touched=_TOUCHED_USERS,
         change=users_change,
     )
     return users_change
@@ -369,7 +374,7 @@ def _accounts_rescore_changed(run: ScoringRun) -> int:
     _ranks_update(
         run,
         "account",
-        touched="SELECT account_id FROM eds_t_candidate_account",
+        touched=_TOUCHED_ACCOUNTS,
         change=accounts_change,
     )
     return accounts_change

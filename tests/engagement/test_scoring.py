@@ -340,6 +340,20 @@ def test_incremental_refreshes_in_a_row_keep_ranks_and_histograms_of_a_full_resc
     assert sum(kept[0]) == UserScore.objects.filter(workspace=five_users.workspace).count()
 
 
+@pytest.mark.parametrize("kept", [[], [1] * 101], ids=["never-counted", "not-adding-up"])
+def test_a_kept_histogram_missing_or_wrong_is_counted_afresh(five_users, settings, kept):
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
+    workspace_rescore(workspace_id=five_users.workspace.id)
+    counted = kept_histograms(five_users)[0]
+    ScoringState.objects.filter(workspace=five_users.workspace).update(user_scores=kept)
+    apply(five_users, track("u4", "Report_Created", times=3))
+    assert workspace_refresh(workspace_id=five_users.workspace.id).mode == "incremental"
+    incremental, histogram = snapshot(five_users), kept_histograms(five_users)[0]
+    workspace_rescore(workspace_id=five_users.workspace.id)
+    assert snapshot(five_users) == incremental
+    assert histogram == kept_histograms(five_users)[0] != counted
+
+
 def test_refresh_is_idle_when_nothing_changed_and_due_when_events_arrive(acme, settings):
     settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
     apply(acme, track("u1", "Login"))
