@@ -98,10 +98,3 @@ def declared_length(headers: dict[str, str]) -> int | None:
         return None
     return int(value)
 
-
-def incomplete() -> RequestError:
-    """A body that did not arrive whole: never stored, never a 2xx (the client has usually gone
-    and sees nothing; when it retries, the request counts once)."""
-    return RequestError(
-        400, "incomplete_body", "The request body ended before all of it arrived; send it again."
-    )

@@ -105,6 +105,7 @@ def test_kill_9_right_after_202s_loses_no_answered_request(transactional_db):
     assert len(stored_users) >= len(answered)
 
 
+@pytest.mark.postgresql
 def test_a_request_the_database_refuses_fails_alone_not_its_whole_group_commit(
     transactional_db,
 ):
@@ -155,6 +156,7 @@ def _terminate_other_sessions() -> None:
         )
 
 
+@pytest.mark.postgresql
 def test_the_writer_reconnects_after_its_connection_is_lost(transactional_db, monkeypatch):
     """The writer keeps its connection between batches (no health check per batch). A batch
     that meets a dead connection gets a 503, which clients retry; the next batch reconnects.

@@ -303,7 +303,7 @@ def test_a_body_shorter_than_its_content_length_is_never_stored(door, acme):
     reply = send(door, head, TRACK, close_write=True)
 
     assert not AcceptedRequest.objects.exists()
-    assert reply is None or reply[0] >= 400
+    assert reply is None  # the client stopped sending: uvicorn closes without an answer
 
 
 def chunked_head(path: str, *extra: str) -> str:
@@ -335,7 +335,7 @@ def test_a_chunked_body_without_its_last_chunk_is_never_stored(door, acme):
     reply = send(door, head, chunked(TRACK), close_write=True)
 
     assert not AcceptedRequest.objects.exists()
-    assert reply is None or reply[0] >= 400
+    assert reply is None  # the client stopped sending: uvicorn closes without an answer
 
 
 @pytest.mark.parametrize(
