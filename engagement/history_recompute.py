@@ -14,7 +14,10 @@ ordering of every day total, and rewriting millions of unchanged points, took mo
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING
+
+from django.db import connection
 
 if TYPE_CHECKING:
     from engagement.history_build import HistoryBuilder
@@ -44,14 +47,24 @@ def _sum_changes(builder: HistoryBuilder) -> None:
     day number k of the range that has one (k = 0: the first day's whole window)."""
     look, span = builder.lookback, (builder.last - builder.first).days
     changes = f"""
-        SELECT p.user_id, p.account_id,
-            CASE WHEN s.sign < 0 THEN p.n + {look} WHEN p.n > 0 THEN p.n ELSE 0 END AS k,
-            s.sign * p.user_points AS user_points, s.sign * p.account_points AS account_points
+        SELECT p.user_id, p.account_id, CASE WHEN p.n > 0 THEN p.n ELSE 0 END AS k,
+            p.user_points, p.account_points
         FROM ({rollup_points(builder)}) p
-        JOIN eds_h_sign s ON s.sign > 0 OR p.n + {look} <= {span}
     """
-    builder.temp("eds_h_sign", "sign INTEGER PRIMARY KEY")
-    builder.run("INSERT INTO eds_h_sign (sign) VALUES (1), (-1)")
+    extra = {}
+    if span > 0:
+        # A row leaves the window `look` days after its own day: within the range for the rows
+        # of days up to `look` before its last, read apart (a day's step has none). Joining
+        # every row to a sign instead doubled the rows of the one pass (docs/benchmarks.md).
+        extra["exits_until"] = connection.ops.adapt_datefield_value(
+            builder.last - datetime.timedelta(days=look)
+        )
+        changes += f"""
+            UNION ALL
+            SELECT p.user_id, p.account_id, p.n + {look} AS k,
+                -p.user_points AS user_points, -p.account_points AS account_points
+            FROM ({rollup_points(builder, until="%(exits_until)s")}) p
+        """
     for kind in ("user", "account"):
         builder.temp(f"eds_h_{kind}_change", f"{kind}_id BIGINT, k INTEGER, points BIGINT")
     if builder.sql.postgres:
@@ -69,7 +82,8 @@ def _sum_changes(builder: HistoryBuilder) -> None:
             INSERT INTO eds_h_account_change (account_id, k, points)
             SELECT account_id, k, account_points FROM sums
             WHERE of_user = 0 AND account_id IS NOT NULL
-            """
+            """,
+            extra,
         )
     else:
         for kind, where in (("user", ""), ("account", "WHERE x.account_id IS NOT NULL")):
@@ -78,7 +92,8 @@ def _sum_changes(builder: HistoryBuilder) -> None:
                 INSERT INTO eds_h_{kind}_change ({kind}_id, k, points)
                 SELECT x.{kind}_id, x.k, SUM(x.{kind}_points) FROM ({changes}) x {where}
                 GROUP BY x.{kind}_id, x.k
-                """
+                """,
+                extra,
             )
     builder.analyze("eds_h_day", "eds_h_user_change", "eds_h_account_change")
 
@@ -104,10 +119,11 @@ def _raw_from_changes(builder: HistoryBuilder, kind: str) -> None:
     )
 
 
-def rollup_points(builder: HistoryBuilder) -> str:
-    """Every rollup row in the window of a day first..last, with its day's number n and the
-    weighted points it gives its user and its account (0 to one out of scope); in a hierarchy,
-    a row for each of the account's ancestors too, giving its points to that account only."""
+def rollup_points(builder: HistoryBuilder, *, until: str = "%(last)s") -> str:
+    """Every rollup row in the window of a day first..last (up to the day `until`, SQL), with
+    its day's number n and the weighted points it gives its user and its account (0 to one out
+    of scope); in a hierarchy, a row for each of the account's ancestors too, giving its points
+    to that account only."""
     weight = "COALESCE(w.weight, 1)"
     if builder.cap is None:
         user_points = f"r.count * {weight}"
@@ -138,7 +154,7 @@ def rollup_points(builder: HistoryBuilder) -> str:
         LEFT JOIN eds_t_weight w ON w.event_name = r.event_name
         {joins}
         WHERE r.product_id = %(product)s
-        AND r.day >= %(rollup_start)s AND r.day <= %(last)s {scoped}
+        AND r.day >= %(rollup_start)s AND r.day <= {until} {scoped}
     """
     return _up_the_lineage(builder, rows) if builder.lineage else rows
 
