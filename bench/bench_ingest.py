@@ -9,10 +9,14 @@
 From one run on this machine, against PostgreSQL and Redis on 127.0.0.1 (DJANGO_ENV=production):
   1. a bare Django view that parses the JSON and answers 202 (the reference: Django's own ASGI
      handler under the same uvicorn setup, bench/bare_asgi.py);
-  2. the ingestion door, v2 track (uvicorn, uvloop, httptools, group commit), every 202 checked
-     against the store;
-  3. the ingestion door, /v1/batch with 100 messages a request;
-  4. one process draining a backlog of 300,000 accepted requests: events applied per second.
+  2. the lean durable door (issue 33's reference): a raw ASGI app, no framework, under the same
+     uvicorn setup, that parses the JSON, checks the Authorization header is there and stores
+     each request with a group-committed COPY before its 202 (bench/lean_door.py), every 202
+     checked against its table;
+  3. the ingestion door, v2 track (uvicorn, uvloop, httptools, group commit), every 202 checked
+     against the store; its requests/s over the lean door's is the figure door_vs_lean_door;
+  4. the ingestion door, /v1/batch with 100 messages a request;
+  5. one process draining a backlog of 300,000 accepted requests: events applied per second.
 With --burst instead: the ASGI door at full speed with one draining process beside it and a low
 INGESTION_BACKLOG_LIMIT: 202s, 503s, the peak backlog, the time to drain, and every 202 applied.
 wrk (Debian package `wrk`) drives 32 connections with a ~80-byte v2 track body. The script makes
@@ -38,6 +42,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +63,7 @@ BROKER_URL = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/8")
 PORT = int(os.environ.get("BENCH_PORT", "8601"))
 CONNECTIONS = 32
 TRACK_BODY = '{"userId":"usr_1042","event":"Report_Created","context":{"groupId":"acc_17"}}'
+LEAN_LABEL = "lean durable door, v2 track"  # bench/lean_door.py
 SERVER_START_SECONDS = 30
 DRAIN_LIMIT_SECONDS = 600
 # Event times in the drain's backlog go back this far: 30 days by default (every event its own
@@ -131,6 +137,12 @@ def store_counts() -> tuple[int, int, int]:
         "count(*) FROM ingestion_acceptedrequest"
     )
     return int(found[0][0]), int(found[0][1]), int(found[0][2])
+
+
+def lean_counts() -> tuple[int, int, int]:
+    """(requests, messages, rows) in the lean door's table: a row, a request and a message each."""
+    count = int(sql("SELECT count(*) FROM bench_lean_accepted")[0][0])
+    return count, count, count
 
 
 def key_for_existing_database() -> str:
@@ -357,13 +369,22 @@ def wrk(wrk_bin: str, script: str, seconds: int, run: Run) -> Run:
     return run
 
 
-def measure(wrk_bin: str, script: str, seconds: int, run: Run, *, stored: bool) -> Run:
+def measure(
+    wrk_bin: str,
+    script: str,
+    seconds: int,
+    run: Run,
+    *,
+    stored: bool,
+    counts: Callable[[], tuple[int, int, int]] = store_counts,
+) -> Run:
+    """A 2 s warm-up, then `seconds` of wrk; with `stored`, what `counts` gained meanwhile."""
     wrk(wrk_bin, script, 2, Run("warm-up", run.server))
-    before = store_counts() if stored else (0, 0, 0)
+    before = counts() if stored else (0, 0, 0)
     wrk(wrk_bin, script, seconds, run)
     if stored:
         time.sleep(0.5)  # requests still in flight when wrk stopped
-        after = store_counts()
+        after = counts()
         run.stored = after[0] - before[0]
         run.rows_stored = after[2] - before[2]
     print(
@@ -769,6 +790,7 @@ def print_targets(runs: list[Run], drains: list[dict]) -> None:
     by_label = {run.label: run for run in runs}
     bare = by_label.get("bare Django view, 202 (not stored)")
     asgi = by_label.get("ASGI door, v2 track, durable")
+    lean = by_label.get(LEAN_LABEL)
     batch = by_label.get("ASGI door, /v1/batch x100, durable")
     lines = []
     if bare and asgi and bare.requests_per_s:
@@ -779,6 +801,12 @@ def print_targets(runs: list[Run], drains: list[dict]) -> None:
         )
         lines.append(
             _target("1. ASGI door p99", f"{asgi.p99_ms:.1f} ms", asgi.p99_ms <= 20, "<= 20 ms")
+        )
+    if lean and asgi and lean.requests_per_s:
+        ratio = asgi.requests_per_s / lean.requests_per_s
+        figure("door_vs_lean_door", ratio)
+        lines.append(
+            _target("1. ASGI door / lean durable door", f"{ratio:.2f}x", ratio >= 0.9, ">= 0.9x")
         )
     if batch:
         rate = batch.events_per_s
@@ -1016,6 +1044,11 @@ def main() -> int:
                     stored=False,
                 )
             )
+        lean = uvicorn(args.asgi_workers, "bench.lean_door:application")
+        with Server("lean", lean, server_env()):
+            setup = uvicorn_setup.replace("group commit", "group-committed COPY, no framework")
+            run = Run(LEAN_LABEL, setup)
+            runs.append(measure(wrk_bin, track, seconds, run, stored=True, counts=lean_counts))
         with Server("asgi", uvicorn(args.asgi_workers), server_env()):
             runs.append(
                 measure(

@@ -41,6 +41,9 @@ TARGETS: dict[str, Target] = {
     "door_vs_bare_django": Target(
         "bench_ingest", "ASGI door, v2 track / bare Django view", "x", at_least=3
     ),
+    "door_vs_lean_door": Target(
+        "bench_ingest", "ASGI door, v2 track / lean durable door", "x", at_least=0.9
+    ),
     "drain_events_per_s": Target(
         "bench_ingest", "drain, single calls, one process", "events/s", at_least=60_000
     ),
