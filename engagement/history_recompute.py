@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 def raw_by_changes(builder: HistoryBuilder) -> None:
     """eds_h_user_day and eds_h_account_day for a range of up to DELTA_DAYS days (the daily
-    step, a recompute after late events), in one pass over the rollups of its windows.
+    step, a recompute after late events), in one pass over the rollups of its windows (and,
+    for more than a day, one over those leaving the window within the range).
 
     The raw score of the first day is the sum of its window; each later day adds the points
     of its own day and takes off those of the day that left its window. So each rollup row
