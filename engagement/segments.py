@@ -94,9 +94,9 @@ def _metric_q(name: str, operator: str, value, now: datetime) -> Q:
     if operator == "is_not_set":
         return Q(**{f"{name}__isnull": True})
     if operator in ("within_last_days", "more_than_days_ago"):
-        # From (or before) the start of the day N days ago (UTC), as for traits.
-        # Day by day, as for traits: up to the end of today, so that within a UTC day a row's
-        # membership moves only when its values do (the incremental segment refresh relies on it).
+        # Day by day (UTC), as for traits: from (or before) the start of the day N days ago, up
+        # to the end of today, so that within a UTC day a row's membership moves only when its
+        # values do (the incremental segment refresh relies on it).
         since = datetime.combine((now - timedelta(days=value)).date(), time.min, tzinfo=UTC)
         if operator == "more_than_days_ago":
             return Q(**{f"{name}__lt": since})
