@@ -84,34 +84,51 @@ def _single_pass(run: ScoringRun, target: Target) -> None:
     per_event = _per_event(run, target)
     if target is ACCOUNTS and run.lineage:
         per_event = _up_the_lineage(run, per_event)
-    feature, adopted = "", "COUNT(*) FILTER (WHERE e.weight > 0 AND e.counted > 0)"
+    adopted = "COUNT(*) FILTER (WHERE e.weight > 0 AND e.counted > 0)"
     if run.has_features:
-        feature = ", CAST(%(features)s AS JSONB) ->> ev.event_name AS feature"
         adopted = "COUNT(DISTINCT e.feature) FILTER (WHERE e.n > 0)"
     last_at_column, last_at_value = "", ""
     if target.tracks_last_at:
         last_at_column, last_at_value = ", last_at", ", MAX(e.last_at)"
-    run.run(
-        f"""
+    statement = f"""
         INSERT INTO {target.table} ({key}, raw, previous_raw, events, adopted, active_days,
             breakdown{last_at_column})
         SELECT e.{key}, SUM(e.counted * e.weight), SUM(e.previous_counted * e.weight),
             SUM(e.n), {adopted},
             COALESCE(bit_count(CAST(bit_or(e.days) FILTER (WHERE e.weight > 0) AS BIT(64))), 0),
             {sql.breakdown("e")}{last_at_value}
-        FROM (
-            SELECT ev.*, {run.weight_of("ev.event_name")} AS weight{feature}
-            FROM ({per_event}) ev OFFSET 0
-        ) e
+        FROM ({per_event}) e
         GROUP BY e.{key}
         """
-    )
+    if target is USERS:
+        run.run(statement)
+        return
+    # The rollups stream in user order (see ScoringRun); an account's events are spread over
+    # its users, and hashing its million (account, event) groups costs less than sorting the
+    # ten million rollups by account (docs/benchmarks.md).
+    with run.hash_aggregation():
+        run.run(statement)
+
+
+def _event_lookups(run: ScoringRun, alias: str) -> str:
+    """The weight of the event name in `alias`, and its feature when the workspace has
+    features: columns of a per-event grouping, so each is looked up once per subject and
+    event name."""
+    lookups = f", {run.weight_of(f'{alias}.event_name')} AS weight"
+    if run.has_features:
+        lookups += f", CAST(%(features)s AS JSONB) ->> {alias}.event_name AS feature"
+    return lookups
 
 
 def _per_event(run: ScoringRun, target: Target) -> str:
     """Per subject and event name: the counted events and the events of the window, the counted
-    events one period earlier, the window's active days as a bit mask (and its latest event).
-    In a hierarchy, an account's own rollups only (_up_the_lineage adds its descendants')."""
+    events one period earlier, the window's active days as a bit mask (and its latest event),
+    the name's weight (and feature). In a hierarchy, an account's own rollups only
+    (_up_the_lineage adds its descendants').
+
+    The per-subject aggregation reads these rows straight from this grouping: behind one more
+    subquery layer the planner lost their subject order and sorted the users' 7.8 million
+    rows again on disk (docs/benchmarks.md)."""
     key = target.key
     own = target is ACCOUNTS and run.lineage
     subject = "r.account_id" if own else _subject(run, target)
@@ -141,6 +158,7 @@ def _per_event(run: ScoringRun, target: Target) -> str:
             COALESCE(SUM(d.counted) FILTER (WHERE d.day < %(start)s), 0) AS previous_counted,
             bit_or(CAST(1 AS BIGINT) << (d.day - %(prev_start)s))
                 FILTER (WHERE d.day >= %(start)s) AS days{event_last_at}
+            {_event_lookups(run, "d")}
         FROM ({days}) d
         GROUP BY d.{key}, d.event_name
     """
@@ -167,7 +185,7 @@ def _up_the_lineage(run: ScoringRun, per_event: str) -> str:
     return f"""
         SELECT h.ancestor_id AS account_id, o.event_name, SUM(o.counted) AS counted,
             SUM(o.n) AS n, SUM(o.previous_counted) AS previous_counted,
-            bit_or(o.days) AS days, MAX(o.last_at) AS last_at
+            bit_or(o.days) AS days, MAX(o.last_at) AS last_at{_event_lookups(run, "o")}
         FROM ({per_event}) o
         JOIN eds_t_lineage h ON h.account_id = o.account_id {scope}
         GROUP BY h.ancestor_id, o.event_name

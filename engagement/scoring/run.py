@@ -9,6 +9,8 @@ every value is a query parameter.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, datetime
 
 from django.conf import settings
@@ -247,8 +249,20 @@ class ScoringRun(WorkspaceRun):
 
         A lookup in a JSON object bound once per statement rather than a join: a hash join
         with the weights would lose the user order the rollups stream in, and the planner
-        would then sort millions of rows again before the per-user aggregation. The subquery
-        that computes it ends in OFFSET 0 so that it is computed once per row, not once for
-        every reference to it in the outer aggregates.
+        would then sort millions of rows again before the per-user aggregation. It is a column
+        of the per-event grouping (aggregation._event_lookups), so it is computed once per
+        subject and event name, not once for every reference to it in the outer aggregates.
         """
         return f"COALESCE(CAST(CAST(%(weights)s AS JSONB) ->> {event_name} AS INTEGER), 1)"
+
+    @contextmanager
+    def hash_aggregation(self) -> Iterator[None]:
+        """Within the block, let PostgreSQL hash-aggregate (the run turns it off: see above)."""
+        if not self.sql.postgres:
+            yield
+            return
+        self.cursor.execute("SET LOCAL enable_hashagg = on")
+        try:
+            yield
+        finally:
+            self.cursor.execute("SET LOCAL enable_hashagg = off")
