@@ -124,7 +124,7 @@ def _per_event(run: ScoringRun, target: Target) -> str:
     """Per subject and event name: the counted events and the events of the window, the counted
     events one period earlier, the window's active days as a bit mask (and its latest event),
     the name's weight (and feature). In a hierarchy, an account's own rollups only
-    (_up_the_lineage adds its descendants').
+    (_up_the_lineage adds its descendants' and looks the weights up on its own rows).
 
     The per-subject aggregation reads these rows straight from this grouping: behind one more
     subquery layer the planner lost their subject order and sorted the users' 7.8 million
@@ -158,7 +158,7 @@ def _per_event(run: ScoringRun, target: Target) -> str:
             COALESCE(SUM(d.counted) FILTER (WHERE d.day < %(start)s), 0) AS previous_counted,
             bit_or(CAST(1 AS BIGINT) << (d.day - %(prev_start)s))
                 FILTER (WHERE d.day >= %(start)s) AS days{event_last_at}
-            {_event_lookups(run, "d")}
+            {"" if own else _event_lookups(run, "d")}
         FROM ({days}) d
         GROUP BY d.{key}, d.event_name
     """

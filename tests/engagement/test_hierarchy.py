@@ -347,3 +347,35 @@ def test_activation_steps_done_by_descendants_users_count_for_the_parent(company
         "globex-eu": [True, True],
         "globex": [True, True],
     }
+
+
+@pytest.mark.parametrize("with_features", [False, True])
+def test_a_parent_weighs_its_descendants_events_by_the_workspace_weights(company, with_features):
+    # Reports weigh 5 and exports nothing: the parents' raw scores and breakdowns follow the
+    # weights on their descendants' events, as an account's own events do.
+    document = workspace_config_get(workspace=company.workspace)
+    document["weights"] = {"Report Created": 5, "Export": 0}
+    if with_features:
+        document["features"] = {"Reporting": ["Report Created"], "Exports": ["Export"]}
+    workspace_config_apply(workspace_id=company.workspace.id, document=document)
+    workspace_rescore(workspace_id=company.workspace.id)
+    from engagement.models import AccountScore
+
+    rows = AccountScore.objects.filter(workspace=company.workspace).select_related("account")
+    found = {
+        s.account.tracking_id: (
+            s.raw_score,
+            s.adoption,
+            [(b["event"], b["count"], b["weight"]) for b in s.score_breakdown],
+        )
+        for s in rows
+    }
+
+    reports = [("Report Created", 3, 5)]
+    # Adoption: the share of features with any event; without features, of weighted names
+    # used (exports weigh nothing, so they are not a name to adopt).
+    assert found == {
+        "project-x": (15, 0.5 if with_features else 1.0, reports),
+        "globex-eu": (15, 1.0, reports),
+        "globex": (15, 1.0, reports),
+    }
