@@ -87,10 +87,9 @@ class HistoryBuilder(WorkspaceRun):
         if (self.last - self.first).days < DELTA_DAYS:
             raw_by_changes(self)
         else:
-            self.user_points()
-            self.raw_by_day("user")
+            self.raw_by_day("user", f"({self.user_points()}) p")
             self.account_points()
-            self.raw_by_day("account")
+            self.raw_by_day("account", "eds_h_account_points")
         return self.store_users(), self.store_accounts()
 
     # --- setup ------------------------------------------------------------------------------
@@ -113,9 +112,10 @@ class HistoryBuilder(WorkspaceRun):
         """`day` as its number of days after the first day computed (negative before it)."""
         return self.sql.days_between(day, "%(first)s")
 
-    def raw_by_day(self, kind: str) -> None:
-        """From eds_h_<kind>_points (a subject's weighted points of day number n) to
-        eds_h_<kind>_day: the raw score of every day first..last on which it is not zero.
+    def raw_by_day(self, kind: str, points: str) -> None:
+        """From `points` (a table or an aliased subquery of <kind>_id, day number n and the
+        subject's weighted points of that day) to eds_h_<kind>_day: the raw score of every day
+        first..last on which it is not zero.
 
         A day's points count from that day until `lookback` days later, so a subject's raw score
         only changes on a day with points (an entry) or `lookback` days after one (an exit).
@@ -125,18 +125,23 @@ class HistoryBuilder(WorkspaceRun):
         """
         out = f"eds_h_{kind}_day"
         self.temp(out, f"{kind}_id BIGINT, day DATE, raw BIGINT")
-        stretches = self.stretches_sql(kind)
-        if self.sql.postgres:
-            self.spread_stretches_by_series(kind, stretches)
-        else:
+        stretches = self.stretches_sql(kind, points)
+        if not self.sql.postgres:
             self.spread_stretches_by_join(kind, stretches)
+        else:
+            # The users' points are grouped as the rollups stream in user order, and reach the
+            # window functions in that order; hashed (the planner's pick from its estimate of a
+            # few hundred thousand groups for nine million), they spilled and were sorted
+            # again (docs/benchmarks.md).
+            with self.hash_aggregation(allowed=False):
+                self.spread_stretches_by_series(kind, stretches)
         self.analyze(out)
 
-    def stretches_sql(self, kind: str) -> str:
-        """A SELECT of each row of eds_h_<kind>_points as its two stretches: the entry's (from
+    def stretches_sql(self, kind: str, points: str) -> str:
+        """A SELECT of each row of `points` (raw_by_day) as its two stretches: the entry's (from
         day n to entry_stop, exclusive, at entry_raw) and the exit's (from day n + lookback to
         exit_stop, at exit_raw)."""
-        column, points = f"{kind}_id", f"eds_h_{kind}_points"
+        column = f"{kind}_id"
         look = self.lookback
         ordered = f"PARTITION BY {column} ORDER BY n"
         # The entry's window (n-lookback, n] and the exit's (n, n+lookback]; the next entry
@@ -230,10 +235,10 @@ class HistoryBuilder(WorkspaceRun):
 
     # --- longer ranges: each day's points, then their running sums --------------------------
 
-    def user_points(self) -> None:
-        """eds_h_user_points: each user's weighted points of each day with any (its number n)."""
+    def user_points(self) -> str:
+        """A SELECT of each user's weighted points of each day with any (its number n), grouped
+        in user order: read by raw_by_day as it streams, never stored."""
         scope = "JOIN eds_t_scope_user s ON s.user_id = r.user_id" if self.filtered else ""
-        self.temp("eds_h_user_points", "user_id BIGINT, n INTEGER, points BIGINT")
         # The cap applies per user, event and day, whichever accounts the events went to;
         # without one, the rollup rows need no grouping by event first.
         counted = (
@@ -250,17 +255,14 @@ class HistoryBuilder(WorkspaceRun):
             WHERE r.product_id = %(product)s AND r.day >= %(rollup_start)s AND r.day <= %(last)s
             """
         )
-        self.run(
-            f"""
-            INSERT INTO eds_h_user_points (user_id, n, points)
-            SELECT e.user_id, {self.day_number("e.day")}, SUM(e.counted * COALESCE(w.weight, 1))
+        return f"""
+            SELECT e.user_id, {self.day_number("e.day")} AS n,
+                SUM(e.counted * COALESCE(w.weight, 1)) AS points
             FROM ({counted}) e
             LEFT JOIN eds_t_weight w ON w.event_name = e.event_name
-            GROUP BY e.user_id, e.day
+            GROUP BY e.user_id, {self.day_number("e.day")}
             HAVING SUM(e.counted * COALESCE(w.weight, 1)) > 0
-            """
-        )
-        self.analyze("eds_h_user_points")
+        """
 
     def account_points(self) -> None:
         """eds_h_account_points: each account's weighted points of each day with any (its

@@ -69,6 +69,22 @@ class StatementRunner:
         if name not in self._temp_tables:
             self._temp_tables.append(name)
 
+    @contextmanager
+    def hash_aggregation(self, *, allowed: bool) -> Iterator[None]:
+        """Within the block, PostgreSQL may hash-aggregate or not; after it, as before. For the
+        statements whose groups arrive in order, or whose groups fit in memory, where the
+        job's setting (a score refresh turns hashing off, see ScoringRun) does not suit."""
+        if not self.sql.postgres:
+            yield
+            return
+        self.cursor.execute("SHOW enable_hashagg")
+        before = "on" if self.cursor.fetchone()[0] == "on" else "off"
+        self.cursor.execute(f"SET LOCAL enable_hashagg = {'on' if allowed else 'off'}")
+        try:
+            yield
+        finally:
+            self.cursor.execute(f"SET LOCAL enable_hashagg = {before}")
+
     def analyze(self, *names: str) -> None:
         # Fresh temp tables have no statistics; the planner needs them to pick index lookups
         # for a handful of changed users and hash joins for a million.
@@ -255,14 +271,3 @@ class ScoringRun(WorkspaceRun):
         """
         return f"COALESCE(CAST(CAST(%(weights)s AS JSONB) ->> {event_name} AS INTEGER), 1)"
 
-    @contextmanager
-    def hash_aggregation(self) -> Iterator[None]:
-        """Within the block, let PostgreSQL hash-aggregate (the run turns it off: see above)."""
-        if not self.sql.postgres:
-            yield
-            return
-        self.cursor.execute("SET LOCAL enable_hashagg = on")
-        try:
-            yield
-        finally:
-            self.cursor.execute("SET LOCAL enable_hashagg = off")
