@@ -129,10 +129,10 @@ class HistoryBuilder(WorkspaceRun):
         if not self.sql.postgres:
             self.spread_stretches_by_join(kind, stretches)
         else:
-            # The users' points are grouped as the rollups stream in user order, and reach the
-            # window functions in that order; hashed (the planner's pick from its estimate of a
-            # few hundred thousand groups for nine million), they spilled and were sorted
-            # again (docs/benchmarks.md).
+            # The users' points are grouped in user and day order (one sort of the rollups)
+            # and reach the window functions in that order. Hashed (the planner's pick from its
+            # estimate of a few hundred thousand groups for nine million), they spilled to disk
+            # and were sorted again (docs/benchmarks.md).
             with self.hash_aggregation(allowed=False):
                 self.spread_stretches_by_series(kind, stretches)
         self.analyze(out)
