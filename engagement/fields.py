@@ -11,10 +11,13 @@ from django.db import models
 class BreakdownField(models.TextField):
     """A score breakdown: `[{"event", "count", "weight", "points"}]` in Python, stored compact.
 
-    The database holds JSON text `[[event, count, weight], ...]` (points = count x weight), in
-    the order served. The scoring engine builds that text in SQL for up to a million rows per
-    rescore: a third of the size of the object form and, as text rather than JSONB, nothing for
-    PostgreSQL to parse. Rows written in the object form are read as well.
+    The database holds JSON text `[[event, count, weight], ...]` (points = count x weight). The
+    scoring engine builds that text in SQL for up to a million rows per rescore: a third of the
+    size of the object form and, as text rather than JSONB, nothing for PostgreSQL to parse.
+    Rows written in the object form are read as well. The stored items come in whatever order
+    the SQL aggregated them (ordering every user's events there cost a rescore about 3 s,
+    docs/benchmarks.md); read back, they are in the order served: biggest points first, then
+    by event name.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -29,7 +32,8 @@ class BreakdownField(models.TextField):
         if value is None or value == "":
             return []
         items = json.loads(value) if isinstance(value, str) else value
-        return [_expanded(item) for item in items]
+        expanded = [_expanded(item) for item in items]
+        return sorted(expanded, key=_served_order)
 
     def get_prep_value(self, value: Any) -> str:
         items = self.to_python(value)
@@ -53,3 +57,12 @@ def _expanded(item: Any) -> dict:
         }
     event, count, weight = item
     return {"event": event, "count": count, "weight": weight, "points": count * weight}
+
+
+def _served_order(item: dict) -> tuple:
+    """Biggest points first, then by event name; items whose points are not a number (only
+    ever in rows written by hand in the object form) after the others, as stored."""
+    points = item["points"]
+    if isinstance(points, bool) or not isinstance(points, int | float):
+        return (1, 0, "")
+    return (0, -points, str(item["event"]))

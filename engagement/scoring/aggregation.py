@@ -96,11 +96,13 @@ def _single_pass(run: ScoringRun, target: Target) -> None:
         SELECT e.{key}, SUM(e.counted * e.weight), SUM(e.previous_counted * e.weight),
             SUM(e.n), {adopted},
             COALESCE(bit_count(CAST(bit_or(e.days) FILTER (WHERE e.weight > 0) AS BIT(64))), 0),
-            {sql.breakdown("e")}{last_at_value}
+            {sql.breakdown("e", arrives_in_name_order=target is USERS)}{last_at_value}
         FROM ({per_event}) e
         GROUP BY e.{key}
         """
     if target is USERS:
+        # Hash aggregation is off for the run: the per-event groups come out sorted by user
+        # and event name, the order the breakdown text takes.
         run.run(statement)
         return
     # The rollups stream in user order (see ScoringRun); an account's events are spread over
@@ -202,7 +204,8 @@ def _through_day_tables(run: ScoringRun, target: Target) -> None:
         f"{key} BIGINT, event_name VARCHAR(255), weight INTEGER, counted BIGINT, n BIGINT, "
         f"previous_counted BIGINT{f', last_at {run.sql.timestamp}' if last_at else ''}",
     )
-    # Inserted in breakdown order: json_group_array keeps the order rows arrive in.
+    # In subject and event order: json_group_array keeps the order rows arrive in, so a
+    # subject's breakdown text comes out the same from one refresh to the next.
     run.run(
         f"""
         INSERT INTO eds_t_{name}_event
@@ -210,7 +213,7 @@ def _through_day_tables(run: ScoringRun, target: Target) -> None:
         SELECT {key}, event_name, weight, SUM(cur * counted), SUM(cur * n),
             SUM((1 - cur) * counted){", MAX(CASE WHEN cur = 1 THEN last_at END)" * last_at}
         FROM eds_t_{name}_day GROUP BY {key}, event_name, weight
-        ORDER BY {key}, SUM(cur * counted) * weight DESC, event_name
+        ORDER BY {key}, event_name
         """
     )
     adopted, feature_join = "COUNT(CASE WHEN e.weight > 0 AND e.counted > 0 THEN 1 END)", ""

@@ -68,9 +68,11 @@ class Dialect:
         ranked = f"100.0 * (SUM(c) OVER (ORDER BY s) - c) / {denominator}"
         return f"CAST(ROUND(CAST({ranked} AS NUMERIC), 1) AS {self.float})"
 
-    def breakdown(self, alias: str) -> str:
-        """BreakdownField's text, [[event, count, weight], ...], biggest points first."""
-        points = f"{alias}.counted * {alias}.weight"
+    def breakdown(self, alias: str, *, arrives_in_name_order: bool = False) -> str:
+        """BreakdownField's text, [[event, count, weight], ...], in event name order, so that
+        a subject's text is the same from one refresh to the next (BreakdownField orders the
+        items as served when read). `arrives_in_name_order`: the caller's rows come in that
+        order already, and PostgreSQL 15 would still sort each group's rows again."""
         where = f"{alias}.weight > 0 AND {alias}.counted > 0"
         if self.postgres:
             # Built as text: several times cheaper than jsonb_build_object, and nothing to parse.
@@ -78,11 +80,11 @@ class Dialect:
                 f"'[' || to_json({alias}.event_name)::text || ',' || {alias}.counted || ',' || "
                 f"{alias}.weight || ']'"
             )
+            order = "" if arrives_in_name_order else f" ORDER BY {alias}.event_name"
             return (
-                f"'[' || COALESCE(string_agg({item}, ',' ORDER BY {points} DESC, "
-                f"{alias}.event_name) FILTER (WHERE {where}), '') || ']'"
+                f"'[' || COALESCE(string_agg({item}, ','{order}) FILTER (WHERE {where}), '') "
+                "|| ']'"
             )
-        # SQLite keeps the order rows arrive in, which the caller sorts the same way.
         return (
             f"json_group_array(json_array({alias}.event_name, {alias}.counted, {alias}.weight)) "
             f"FILTER (WHERE {where})"

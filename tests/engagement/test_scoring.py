@@ -1,5 +1,6 @@
 """Scores on hand-computed examples: weights, windows, p90, caps, accounts, change, rank, filter."""
 
+import json
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -426,6 +427,47 @@ def test_full_rescore_leaves_unchanged_rows_alone(five_users):
         )
     )
     assert computed == {first}
+
+
+def stored_breakdowns(tenant) -> dict[str, dict[str, str]]:
+    """The breakdown text of every score row as stored, by user and account id."""
+    with connection.cursor() as cursor:
+        texts = {}
+        for kind in ("user", "account"):
+            cursor.execute(
+                f"SELECT {kind}_id, score_breakdown FROM engagement_{kind}score "  # noqa: S608
+                "WHERE workspace_id = %s",
+                [tenant.workspace.id],
+            )
+            texts[kind] = dict(cursor.fetchall())
+    return texts
+
+
+def test_a_breakdown_is_stored_the_same_by_an_incremental_refresh_and_a_full_rescore(five_users):
+    # Stored in event name order, whatever order the SQL grouped the events in: a rescore that
+    # changes nothing then rewrites no row of a user or account an incremental refresh wrote.
+    apply(five_users, track("u1", "Zoom_Call"), track("u1", "Alpha_Sync", times=2))
+    workspace_rescore(workspace_id=five_users.workspace.id)
+    apply(five_users, track("u1", "Login"), track("u2", "Zoom_Call", account="A"))
+    assert workspace_refresh(workspace_id=five_users.workspace.id).mode == "incremental"
+    incremental = stored_breakdowns(five_users)
+    workspace_rescore(workspace_id=five_users.workspace.id)
+    assert stored_breakdowns(five_users) == incremental
+    u1 = five_users.product.users.get(tracking_id="u1").id
+    assert [item[0] for item in json.loads(incremental["user"][u1])] == [
+        "Alpha_Sync",
+        "Login",
+        "Report_Created",
+        "Zoom_Call",
+    ]
+    # Served biggest points first, ties by name.
+    served = user_scores(five_users)["u1"].score_breakdown
+    assert [(item["event"], item["points"]) for item in served] == [
+        ("Report_Created", 6),
+        ("Alpha_Sync", 2),
+        ("Login", 2),
+        ("Zoom_Call", 1),
+    ]
 
 
 def test_accounts_and_users_leaving_the_filter_lose_their_scores(acme):
