@@ -14,10 +14,10 @@ class BreakdownField(models.TextField):
     The database holds JSON text `[[event, count, weight], ...]` (points = count x weight). The
     scoring engine builds that text in SQL for up to a million rows per rescore: a third of the
     size of the object form and, as text rather than JSONB, nothing for PostgreSQL to parse.
-    Rows written in the object form are read as well. The stored items come in whatever order
-    the SQL aggregated them (ordering every user's events there cost a rescore about 3 s,
-    docs/benchmarks.md); read back, they are in the order served: biggest points first, then
-    by event name.
+    Rows written in the object form are read as well. The engine stores the items in event name
+    order, the order a user's events stream in (ordering them by points in SQL sorted every
+    user's events again, about 3 s of a rescore, docs/benchmarks.md); read back, they are in
+    the order served: biggest points first, then by event name.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
