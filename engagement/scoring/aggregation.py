@@ -100,15 +100,12 @@ def _single_pass(run: ScoringRun, target: Target) -> None:
         FROM ({per_event}) e
         GROUP BY e.{key}
         """
-    if target is USERS:
-        # Hash aggregation is off for the run: the per-event groups come out sorted by user
-        # and event name, the order the breakdown text takes.
-        run.run(statement)
-        return
-    # The rollups stream in user order (see ScoringRun); an account's events are spread over
-    # its users, and hashing its million (account, event) groups costs less than sorting the
-    # ten million rollups by account (docs/benchmarks.md).
-    with run.hash_aggregation(allowed=True):
+    # Users: not hashed, so their per-event groups come out sorted by user and event name,
+    # the order the breakdown text takes. Accounts: the rollups stream in user order (see
+    # ScoringRun) and an account's events are spread over its users; hashing its million
+    # (account, event) groups costs less than sorting the ten million rollups by account
+    # (docs/benchmarks.md).
+    with run.hash_aggregation(allowed=target is ACCOUNTS):
         run.run(statement)
 
 

@@ -270,4 +270,3 @@ class ScoringRun(WorkspaceRun):
         subject and event name, not once for every reference to it in the outer aggregates.
         """
         return f"COALESCE(CAST(CAST(%(weights)s AS JSONB) ->> {event_name} AS INTEGER), 1)"
-
