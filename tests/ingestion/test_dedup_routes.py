@@ -1,7 +1,9 @@
 """The messageId rule is written twice, in Python for loaded messages and in SQL for messages
-staged in PostgreSQL (see ingestion/services/dedup.py). The same cases go through both: each
-keeps the same messages and leaves the same ids seen."""
+staged in PostgreSQL (see ingestion/services/dedup.py). The same cases go through both, and the
+SQL route's two claim statements (a plain insert first; the one that skips seen ids after a
+repeat): each keeps the same messages and leaves the same ids seen."""
 
+import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -10,6 +12,7 @@ from django.db import connection, transaction
 from engagement.track_staging import StagedTracks
 from ingestion.acceptance.messages import drop_marker
 from ingestion.models import AcceptedRequest, SeenMessage
+from ingestion.services import dedup
 from ingestion.services.dedup import (
     seen_message_sender_hash,
     seen_messages_claim,
@@ -17,6 +20,7 @@ from ingestion.services.dedup import (
 )
 from ingestion.services.queue import ClaimedRequest
 from ingestion.services.staging import messages_stage
+from tests.conftest import make_tenant
 
 pytestmark = pytest.mark.postgresql  # the SQL route needs PostgreSQL
 
@@ -76,14 +80,35 @@ def _stage(product_id: int, requests: list[list[dict]]) -> list[dict]:
     return others
 
 
-def _sql_route(product_id: int, requests: list[list[dict]]) -> list[str]:
-    assert _stage(product_id, requests) == []
+def _staged_events() -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT event_name FROM {StagedTracks.TABLE}")  # noqa: S608
         return [name for (name,) in cursor.fetchall()]
 
 
-@pytest.mark.parametrize("route", [_python_route, _sql_route], ids=["python", "sql"])
+def _sql_route(product_id: int, requests: list[list[dict]]) -> list[str]:
+    assert _stage(product_id, requests) == []
+    return _staged_events()
+
+
+def _sql_route_after_a_repeat(product_id: int, requests: list[list[dict]]) -> list[str]:
+    """The SQL route as a drain takes it for a while after a claim met an id already seen."""
+    dedup._ClaimRoute.skipping_claims_left = 3
+    events = _sql_route(product_id, requests)
+    assert dedup._ClaimRoute.skipping_claims_left == 2
+    return events
+
+
+@pytest.fixture(autouse=True)
+def _claim_route_of_a_new_process(monkeypatch):
+    monkeypatch.setattr(dedup._ClaimRoute, "skipping_claims_left", 0)
+
+
+@pytest.mark.parametrize(
+    "route",
+    [_python_route, _sql_route, _sql_route_after_a_repeat],
+    ids=["python", "sql", "sql-after-a-repeat"],
+)
 @pytest.mark.parametrize(
     ("requests", "seen", "seen_elsewhere", "kept"),
     [case[1:] for case in CASES],
@@ -133,3 +158,55 @@ def test_both_routes_keep_each_ids_sender_as_the_same_keyed_hashes(acme, globex)
             ("m-4", None, account_hash),
         ]
     assert seen_message_sender_hash(acme.product.id, user) != user_hash  # per product
+
+
+def test_after_a_claim_meets_a_seen_id_the_next_claims_skip_seen_ids_then_try_plain_again(acme):
+    seen_messages_claim(product_id=acme.product.id, message_ids=["m-1"])
+
+    with transaction.atomic():
+        assert _sql_route(acme.product.id, [[track("A", "m-1"), track("B", "m-2")]]) == ["B"]
+    assert dedup._ClaimRoute.skipping_claims_left == dedup._CLAIMS_SKIPPING_AFTER_A_REPEAT
+    for number in range(dedup._CLAIMS_SKIPPING_AFTER_A_REPEAT + 1):
+        with transaction.atomic():
+            assert _sql_route(acme.product.id, [[track("C", f"n-{number}")]]) == ["C"]
+
+    assert dedup._ClaimRoute.skipping_claims_left == 0
+    assert SeenMessage.objects.filter(product=acme.product).count() == 19
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_drains_staging_one_id_apply_it_once():
+    """Drain A claims m-1 and m-2 and has not committed; drain B stages m-2 and m-3, waits on
+    A's claim of m-2 and, once A commits, keeps m-3 alone. Had A rolled back, B would have
+    kept both."""
+    tenant = make_tenant("Initech")
+    a_claimed = threading.Event()
+    a_may_commit = threading.Event()
+    kept: dict[str, list[str]] = {}
+
+    def drain(name: str, messages: list[dict]) -> None:
+        try:
+            with transaction.atomic():
+                kept[name] = _sql_route(tenant.product.id, [messages])
+                if name == "a":
+                    a_claimed.set()
+                    assert a_may_commit.wait(10)
+        finally:
+            connection.close()
+
+    a = threading.Thread(target=drain, args=("a", [track("A1", "m-1"), track("A2", "m-2")]))
+    a.start()
+    assert a_claimed.wait(10)
+    b = threading.Thread(target=drain, args=("b", [track("B2", "m-2"), track("B3", "m-3")]))
+    b.start()
+    b.join(0.5)
+    assert b.is_alive()  # waiting on A's uncommitted claim of m-2
+    a_may_commit.set()
+    a.join(10)
+    b.join(10)
+
+    assert {name: sorted(events) for name, events in kept.items()} == {
+        "a": ["A1", "A2"],
+        "b": ["B3"],
+    }
+    assert SeenMessage.objects.filter(product=tenant.product).count() == 3
