@@ -133,19 +133,44 @@ def _grouped_rows(entries: Sequence[Entry]) -> list[StoredRow]:
     return rows
 
 
+def copy_values(rows: list[StoredRow]) -> list[StoredRow]:
+    """The rows as COPY writes them, in the order of StoredRow's fields (the columns): the JSON
+    columns as text."""
+    return [
+        row._replace(
+            messages=messages_json(row.messages),
+            requests=None if row.requests is None else messages_json(row.requests),
+        )
+        for row in rows
+    ]
+
+
 def copy_stored_rows(rows: list[StoredRow]) -> None:
     """PostgreSQL: every row in one COPY, the cheapest write per row there is."""
-    copy_rows(
-        AcceptedRequest,
-        StoredRow._fields,
-        (
-            row._replace(
-                messages=messages_json(row.messages),
-                requests=None if row.requests is None else messages_json(row.requests),
-            )
-            for row in rows
-        ),
-    )
+    copy_rows(AcceptedRequest, StoredRow._fields, copy_values(rows))
+
+
+def accepted_copy_rows(entries: Sequence[Entry]) -> list[StoredRow]:
+    """What one write of these requests COPYs (see _grouped_rows), for a writer that copies
+    them itself (the door's group-commit writer on PostgreSQL)."""
+    return copy_values(_grouped_rows(entries))
+
+
+def backlog_full_check(*, max_age: float = _BACKLOG_CHECK_SECONDS) -> None:
+    """Raise a 503 `RequestError` while the backlog is at INGESTION_BACKLOG_LIMIT."""
+    if backlog_size(max_age=max_age) >= settings.INGESTION_BACKLOG_LIMIT:
+        raise _unavailable("The service is catching up on a backlog; retry shortly.")
+
+
+def backlog_count_age() -> float:
+    """Seconds since the backlog was last counted."""
+    return time.monotonic() - _backlog_cache["checked_at"]
+
+
+def store_failed(exc: DatabaseError) -> RequestError:
+    """The 503 of a write the database did not take, logged."""
+    logger.error("acceptance store unavailable: %s", exc)
+    return _unavailable("The service cannot store requests right now; retry shortly.")
 
 
 def insert_stored_rows(rows: list[StoredRow]) -> None:
@@ -164,8 +189,7 @@ def store_accepted_batch(
     if not entries:
         return
     try:
-        if backlog_size(max_age=backlog_max_age) >= settings.INGESTION_BACKLOG_LIMIT:
-            raise _unavailable("The service is catching up on a backlog; retry shortly.")
+        backlog_full_check(max_age=backlog_max_age)
         backend = ingestion_backend()
         if backend.copy_commits_alone and connection.get_autocommit():
             # Outside any transaction one COPY is a transaction of its own, committed (and
@@ -180,8 +204,7 @@ def store_accepted_batch(
             if kick:
                 transaction.on_commit(kick_worker)
     except DatabaseError as exc:
-        logger.error("acceptance store unavailable: %s", exc)
-        raise _unavailable("The service cannot store requests right now; retry shortly.") from exc
+        raise store_failed(exc) from exc
 
 
 def store_accepted(accepted_requests: list[Accepted], *, received_at: datetime) -> None:

@@ -15,6 +15,7 @@ from django.db import connection
 if TYPE_CHECKING:
     from engagement.erasure_hooks import ErasureTarget
     from ingestion.models import DroppedRequest
+    from ingestion.pg_copy import EventLoopCopy
     from ingestion.services.queue import ClaimedBatch, ClaimedRequest, ClaimedUnderKeys
     from ingestion.store import StoredRow
 
@@ -32,6 +33,11 @@ class IngestionBackend:
 
     def accepted_rows_write(self, rows: list[StoredRow]) -> None:
         raise NotImplementedError
+
+    def event_loop_writer(self) -> EventLoopCopy | None:
+        """A writer of the store's rows for the door's event loop, where the database has an
+        async driver (PostgreSQL); None where the door writes on a thread (SQLite)."""
+        return None
 
     def requests_claim(self, limit: int) -> ClaimedBatch:
         raise NotImplementedError

@@ -12,7 +12,8 @@ from django.db import connection
 from engagement.erasure_hooks import ErasureTarget
 from ingestion import erasure, store, tally
 from ingestion.backends import IngestionBackend
-from ingestion.models import DroppedRequest
+from ingestion.models import AcceptedRequest, DroppedRequest
+from ingestion.pg_copy import EventLoopCopy
 from ingestion.services import apply, drops, queue
 
 
@@ -23,6 +24,9 @@ class PostgresIngestion(IngestionBackend):
 
     def accepted_rows_write(self, rows: list[store.StoredRow]) -> None:
         store.copy_stored_rows(rows)
+
+    def event_loop_writer(self) -> EventLoopCopy:
+        return EventLoopCopy(AcceptedRequest._meta.db_table, store.StoredRow._fields)
 
     def requests_claim(self, limit: int) -> queue.SessionClaim:
         return queue.claim_in_session_table(limit)

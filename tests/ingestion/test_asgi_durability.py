@@ -16,6 +16,7 @@ from django.db import connection
 
 from ingestion import writer as writer_module
 from ingestion.acceptance import Accepted, RequestError
+from ingestion.backends.postgresql import PostgresIngestion
 from ingestion.models import AcceptedRequest
 from ingestion.writer import GroupCommitWriter
 from tests.ingestion.frontdoors import database_url_of_tests, free_port, serve_in_subprocess
@@ -105,9 +106,18 @@ def test_kill_9_right_after_202s_loses_no_answered_request(transactional_db):
     assert len(stored_users) >= len(answered)
 
 
+@pytest.fixture(params=["event loop", "writer thread"])
+def write_on(request, monkeypatch) -> str:
+    """Where the writer writes: PostgreSQL's COPY on the event loop, or the thread SQLite's
+    writes take (there through Django's connection)."""
+    if request.param == "writer thread":
+        monkeypatch.setattr(PostgresIngestion, "event_loop_writer", lambda backend: None)
+    return request.param
+
+
 @pytest.mark.postgresql
 def test_a_request_the_database_refuses_fails_alone_not_its_whole_group_commit(
-    transactional_db,
+    transactional_db, write_on
 ):
     """Three requests gathered into one commit; PostgreSQL refuses one of them (a NUL character
     jsonb cannot hold). The other two are stored and answered; the third is refused."""
@@ -157,7 +167,9 @@ def _terminate_other_sessions() -> None:
 
 
 @pytest.mark.postgresql
-def test_the_writer_reconnects_after_its_connection_is_lost(transactional_db, monkeypatch):
+def test_the_writer_reconnects_after_its_connection_is_lost(
+    transactional_db, monkeypatch, write_on
+):
     """The writer keeps its connection between batches (no health check per batch). A batch
     that meets a dead connection gets a 503, which clients retry; the next batch reconnects.
     After a pause the connection is checked first, so nobody sees the error."""

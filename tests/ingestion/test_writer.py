@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ingestion import writer as writer_module
 from ingestion.acceptance import Accepted
 from ingestion.models import AcceptedRequest
 from ingestion.writer import GroupCommitWriter
@@ -30,13 +29,13 @@ def _identify(user_id: str) -> list:
 def writes(monkeypatch) -> list[list[str]]:
     """The users of each write the writer makes, in order."""
     made: list[list[str]] = []
-    store = writer_module.store_accepted_batch
+    write = GroupCommitWriter._write
 
-    def counted(entries, **kwargs):
+    async def counted(writer, loop, entries):
         made.append([accepted.messages[0]["userId"] for _, accepted in entries])
-        return store(entries, **kwargs)
+        return await write(writer, loop, entries)
 
-    monkeypatch.setattr(writer_module, "store_accepted_batch", counted)
+    monkeypatch.setattr(GroupCommitWriter, "_write", counted)
     return made
 
 
