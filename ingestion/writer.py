@@ -20,6 +20,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from django.db import (
     DatabaseError,
@@ -32,7 +33,6 @@ from django.db import (
 from config.api_errors import service_unavailable
 from ingestion.acceptance import RequestError
 from ingestion.backends import ingestion_backend
-from ingestion.pg_copy import EventLoopCopy
 from ingestion.store import (
     Entry,
     accepted_copy_rows,
@@ -43,6 +43,9 @@ from ingestion.store import (
     store_accepted_batch,
     store_failed,
 )
+
+if TYPE_CHECKING:
+    from ingestion.pg_copy import EventLoopCopy
 
 logger = logging.getLogger(__name__)
 
