@@ -3,7 +3,6 @@ staged in PostgreSQL (see ingestion/services/dedup.py). The same cases go throug
 SQL route's two claim statements (a plain insert first; the one that skips seen ids after a
 repeat): each keeps the same messages and leaves the same ids seen."""
 
-import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -21,6 +20,7 @@ from ingestion.services.dedup import (
 from ingestion.services.queue import ClaimedRequest
 from ingestion.services.staging import messages_stage
 from tests.conftest import make_tenant
+from tests.ingestion.concurrency import second_waits_on_first
 
 pytestmark = pytest.mark.postgresql  # the SQL route needs PostgreSQL
 
@@ -180,33 +180,11 @@ def test_two_drains_staging_one_id_apply_it_once():
     A's claim of m-2 and, once A commits, keeps m-3 alone. Had A rolled back, B would have
     kept both."""
     tenant = make_tenant("Initech")
-    a_claimed = threading.Event()
-    a_may_commit = threading.Event()
-    kept: dict[str, list[str]] = {}
 
-    def drain(name: str, messages: list[dict]) -> None:
-        try:
-            with transaction.atomic():
-                kept[name] = _sql_route(tenant.product.id, [messages])
-                if name == "a":
-                    a_claimed.set()
-                    assert a_may_commit.wait(10)
-        finally:
-            connection.close()
+    a, b = second_waits_on_first(
+        lambda: _sql_route(tenant.product.id, [[track("A1", "m-1"), track("A2", "m-2")]]),
+        lambda: _sql_route(tenant.product.id, [[track("B2", "m-2"), track("B3", "m-3")]]),
+    )
 
-    a = threading.Thread(target=drain, args=("a", [track("A1", "m-1"), track("A2", "m-2")]))
-    a.start()
-    assert a_claimed.wait(10)
-    b = threading.Thread(target=drain, args=("b", [track("B2", "m-2"), track("B3", "m-3")]))
-    b.start()
-    b.join(0.5)
-    assert b.is_alive()  # waiting on A's uncommitted claim of m-2
-    a_may_commit.set()
-    a.join(10)
-    b.join(10)
-
-    assert {name: sorted(events) for name, events in kept.items()} == {
-        "a": ["A1", "A2"],
-        "b": ["B3"],
-    }
+    assert (sorted(a), b) == (["A1", "A2"], ["B3"])
     assert SeenMessage.objects.filter(product=tenant.product).count() == 3

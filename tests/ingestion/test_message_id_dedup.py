@@ -1,10 +1,9 @@
 """A messageId seen before (per product, within INGESTION_DEDUP_DAYS) is applied once."""
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError
 from django.utils import timezone
 
 from engagement import services as engagement_services
@@ -13,6 +12,7 @@ from ingestion import tasks
 from ingestion.models import AcceptedRequest, DroppedRequest, SeenMessage
 from ingestion.services.dedup import seen_messages_claim
 from tests.conftest import make_tenant
+from tests.ingestion.concurrency import second_waits_on_first
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
@@ -175,30 +175,11 @@ def test_seen_ids_are_forgotten_after_the_dedup_window(acme, post_batch, drain, 
 def test_two_workers_claiming_one_id_apply_it_once():
     """Worker A claims an id and has not committed; worker B claims the same id, waits for A,
     and finds it taken. Had A rolled back, B would have claimed it."""
-    tenant = make_tenant("Initech")
-    a_claimed = threading.Event()
-    a_may_commit = threading.Event()
-    results: dict[str, set[str]] = {}
+    product_id = make_tenant("Initech").product.id
 
-    def worker(name: str, ids: list[str]) -> None:
-        try:
-            with transaction.atomic():
-                results[name] = seen_messages_claim(product_id=tenant.product.id, message_ids=ids)
-                if name == "a":
-                    a_claimed.set()
-                    assert a_may_commit.wait(10)
-        finally:
-            connection.close()
+    a, b = second_waits_on_first(
+        lambda: seen_messages_claim(product_id=product_id, message_ids=["m-1", "m-2"]),
+        lambda: seen_messages_claim(product_id=product_id, message_ids=["m-2", "m-3"]),
+    )
 
-    a = threading.Thread(target=worker, args=("a", ["m-1", "m-2"]))
-    a.start()
-    assert a_claimed.wait(10)
-    b = threading.Thread(target=worker, args=("b", ["m-2", "m-3"]))
-    b.start()
-    b.join(0.5)
-    assert b.is_alive()  # waiting on A's uncommitted claim of m-2
-    a_may_commit.set()
-    a.join(10)
-    b.join(10)
-
-    assert results == {"a": {"m-1", "m-2"}, "b": {"m-3"}}
+    assert (a, b) == ({"m-1", "m-2"}, {"m-3"})
