@@ -197,6 +197,7 @@ _UNSTAGE_REPEATS = """
 
 
 _SKIP_SEEN = "ON CONFLICT (message_key) DO NOTHING"
+_UNIQUE_VIOLATION = "23505"  # SQLSTATE unique_violation
 # After a claim that met an id seen in an earlier drain, this many claims of the process go
 # straight to the statement that skips seen ids (see _staged_claim).
 _CLAIMS_SKIPPING_AFTER_A_REPEAT = 16
@@ -243,9 +244,6 @@ def _staged_claim(cursor, tables: dict, params: dict) -> tuple[int, int]:
             _ClaimRoute.skipping_claims_left = _CLAIMS_SKIPPING_AFTER_A_REPEAT
     cursor.execute(_CLAIM_STAGED.format(**tables, on_conflict=_SKIP_SEEN), params)
     return cursor.fetchone()
-
-
-_UNIQUE_VIOLATION = "23505"
 
 
 def seen_messages_purge(*, older_than_days: int) -> int:
