@@ -9,7 +9,6 @@ from collections.abc import Iterable, Sequence
 
 import psycopg
 from django.db import connection, models
-from django.db import utils as db_utils
 
 
 def copy_rows(model: type[models.Model], columns: Sequence[str], rows: Iterable[Sequence]) -> None:
@@ -28,28 +27,6 @@ def copy_rows(model: type[models.Model], columns: Sequence[str], rows: Iterable[
             copy.write_row(row)
 
 
-# Django's database exceptions, most specific first, as its own wrapper translates the driver's.
-_DJANGO_ERRORS = (
-    db_utils.DataError,
-    db_utils.OperationalError,
-    db_utils.IntegrityError,
-    db_utils.InternalError,
-    db_utils.ProgrammingError,
-    db_utils.NotSupportedError,
-    db_utils.DatabaseError,
-    db_utils.InterfaceError,
-    db_utils.Error,
-)
-
-
-def _django_error(error: psycopg.Error) -> db_utils.Error:
-    """The Django exception for a psycopg error, as Django raises it for its own queries."""
-    for django_error in _DJANGO_ERRORS:
-        if isinstance(error, getattr(psycopg, django_error.__name__)):
-            return django_error(*error.args)
-    return db_utils.Error(*error.args)
-
-
 class EventLoopCopy:
     """PostgreSQL: COPY on an async psycopg connection of the running event loop, for the
     door's group-commit writer: no hand-off to a thread and back for each write, and none of
@@ -65,13 +42,14 @@ class EventLoopCopy:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def write(self, rows: Iterable[Sequence]) -> None:
-        session = await self._connected()
-        try:
+        # Django's translation of the driver's errors, as for its own queries (it flags only
+        # this thread's Django connection, which the event loop never queries through). A lost
+        # connection is closed now: _connected opens another.
+        with connection.wrap_database_errors:
+            session = await self._connected()
             async with session.cursor().copy(self.statement) as copy:
                 for row in rows:
                     await copy.write_row(row)
-        except psycopg.Error as error:  # a lost connection is closed now: _connected reopens
-            raise _django_error(error) from error
 
     async def check(self) -> None:
         """Make sure the connection still works (after a pause: the database may have restarted
@@ -93,11 +71,6 @@ class EventLoopCopy:
         if self._connection is None or self._connection.closed or self._loop is not loop:
             params = connection.get_connection_params()
             params.pop("cursor_factory", None)  # Django's, for its own synchronous cursors
-            try:
-                self._connection = await psycopg.AsyncConnection.connect(
-                    **params, autocommit=True
-                )
-            except psycopg.Error as error:
-                raise _django_error(error) from error
+            self._connection = await psycopg.AsyncConnection.connect(**params, autocommit=True)
             self._loop = loop
         return self._connection
