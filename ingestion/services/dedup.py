@@ -154,9 +154,11 @@ def unseen_messages(product_id: int, messages: Iterable[dict]) -> list[dict]:
 
 
 # Claim the staged messageIds, each at its first place (sorted by key, as in seen_messages_claim:
-# two workers cannot deadlock), with their senders' hashes, keep the claimed keys, and count them
-# against the staged messages that have a key. Equal counts (the common case) mean no repeat:
-# nothing to unstage. A batch repeats its users: each userId is hashed once, and joined before
+# two workers cannot deadlock), with their senders' hashes, and count them against the staged
+# messages that have a key. Equal counts (the common case) mean no repeat: nothing to unstage.
+# The statement that skips seen ids also keeps the keys it claimed (_KEEP_CLAIMED): a first that
+# was not claimed is unstaged too. The plain insert claims every first or fails, so it keeps
+# none. A batch repeats its users: each userId is hashed once, and joined before
 # the one sort (hashing each message's costs three times as much; joining after it, a second
 # sort); groupIds, of group calls only, are few.
 _CLAIM_STAGED = f"""
@@ -178,13 +180,22 @@ _CLAIM_STAGED = f"""
         SELECT message_key, %(product)s, message_id, %(now)s, user_hash,
                {_SENDER_HASH.format(tracking_id="group_tid")}
         FROM firsts
-        {{on_conflict}} RETURNING message_key),
-    kept AS (INSERT INTO {{claimed_keys}} SELECT message_key FROM claimed)
+        {{on_conflict}} RETURNING message_key){{keep_claimed}}
     SELECT (SELECT count(*) FROM claimed),
            (SELECT count(*) FROM {{staged}} WHERE message_key IS NOT NULL)"""  # noqa: S608 - fixed SQL
-# Otherwise unstage every message that is not a claimed first: a repeat within the staged
-# messages, or an id an earlier drain already claimed. (Ranking the repeats with a window
-# function instead sorts the messages whole, and costs more than the claim.)
+_KEEP_CLAIMED = ",\n    kept AS (INSERT INTO {claimed_keys} SELECT message_key FROM claimed)"
+# Otherwise, after the plain insert, unstage every message that is not the first of its id: a
+# repeat within the staged messages.
+_UNSTAGE_LATER_REPEATS = """
+    DELETE FROM {staged} s
+    WHERE s.message_key IS NOT NULL AND EXISTS (
+        SELECT 1 FROM {staged} e
+        WHERE e.message_key = s.message_key
+          AND (e.request_id, e.place) < (s.request_id, s.place))"""
+# After the statement that skips seen ids, unstage every message that is not a claimed first: a
+# repeat within the staged messages, or an id an earlier drain already claimed. (Ranking the
+# repeats with a window function instead sorts the messages whole, and costs more than the
+# claim.)
 _UNSTAGE_REPEATS = """
     DELETE FROM {staged} s
     WHERE s.message_key IS NOT NULL AND NOT EXISTS (
@@ -213,16 +224,23 @@ class _ClaimRoute:
 def staged_messages_claim(*, product_id: int, staged: SessionTable) -> None:
     """PostgreSQL: claim the messageIds of the messages staged in `staged` (see
     staging.messages_stage) and unstage the repeats, in SQL."""
-    tables = {"staged": staged, "claimed_keys": CLAIMED_KEYS.start()}
     params = {"product": product_id, "now": timezone.now(), **_sender_hash_params(product_id)}
     with connection.cursor() as cursor:
-        claimed, keyed = _staged_claim(cursor, tables, params)
-        if claimed != keyed:
-            cursor.execute(_UNSTAGE_REPEATS.format(**tables))
+        claimed, keyed, claimed_keys = _staged_claim(cursor, staged, params)
+        if claimed == keyed:
+            return
+        if claimed_keys is None:
+            cursor.execute(_UNSTAGE_LATER_REPEATS.format(staged=staged))
+        else:
+            cursor.execute(_UNSTAGE_REPEATS.format(staged=staged, claimed_keys=claimed_keys))
 
 
-def _staged_claim(cursor, tables: dict, params: dict) -> tuple[int, int]:
-    """Run _CLAIM_STAGED: (ids claimed, staged messages with an id).
+def _staged_claim(
+    cursor, staged: SessionTable, params: dict
+) -> tuple[int, int, SessionTable | None]:
+    """Run _CLAIM_STAGED: (ids claimed, staged messages with an id, and after the statement
+    that skips seen ids the table of the keys it claimed; None after the plain insert, which
+    claimed every first).
 
     A plain INSERT first, in a savepoint: an id seen in an earlier drain (an SDK's retry) is
     rare, and `ON CONFLICT DO NOTHING` costs every row a speculative insertion (a second look
@@ -236,14 +254,22 @@ def _staged_claim(cursor, tables: dict, params: dict) -> tuple[int, int]:
     else:
         try:
             with transaction.atomic():
-                cursor.execute(_CLAIM_STAGED.format(**tables, on_conflict=""), params)
-                return cursor.fetchone()
+                plain = _CLAIM_STAGED.format(staged=staged, on_conflict="", keep_claimed="")
+                cursor.execute(plain, params)
+                claimed, keyed = cursor.fetchone()
+                return claimed, keyed, None
         except IntegrityError as error:
             if getattr(error.__cause__, "sqlstate", None) != _UNIQUE_VIOLATION:
                 raise
             _ClaimRoute.skipping_claims_left = _CLAIMS_SKIPPING_AFTER_A_REPEAT
-    cursor.execute(_CLAIM_STAGED.format(**tables, on_conflict=_SKIP_SEEN), params)
-    return cursor.fetchone()
+    claimed_keys = CLAIMED_KEYS.start()
+    keep_claimed = _KEEP_CLAIMED.format(claimed_keys=claimed_keys)
+    cursor.execute(
+        _CLAIM_STAGED.format(staged=staged, on_conflict=_SKIP_SEEN, keep_claimed=keep_claimed),
+        params,
+    )
+    claimed, keyed = cursor.fetchone()
+    return claimed, keyed, claimed_keys
 
 
 def seen_messages_purge(*, older_than_days: int) -> int:
