@@ -87,6 +87,9 @@ def _single_pass(run: ScoringRun, target: Target) -> None:
     adopted = "COUNT(*) FILTER (WHERE e.weight > 0 AND e.counted > 0)"
     if run.has_features:
         adopted = "COUNT(DISTINCT e.feature) FILTER (WHERE e.n > 0)"
+    breakdown = sql.breakdown(
+        "e", arrives_in_name_order=target is USERS, quoted_names=run.load_quoted_names()
+    )
     last_at_column, last_at_value = "", ""
     if target.tracks_last_at:
         last_at_column, last_at_value = ", last_at", ", MAX(e.last_at)"
@@ -96,7 +99,7 @@ def _single_pass(run: ScoringRun, target: Target) -> None:
         SELECT e.{key}, SUM(e.counted * e.weight), SUM(e.previous_counted * e.weight),
             SUM(e.n), {adopted},
             COALESCE(bit_count(CAST(bit_or(e.days) FILTER (WHERE e.weight > 0) AS BIT(64))), 0),
-            {sql.breakdown("e", arrives_in_name_order=target is USERS)}{last_at_value}
+            {breakdown}{last_at_value}
         FROM ({per_event}) e
         GROUP BY e.{key}
         """

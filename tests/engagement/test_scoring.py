@@ -470,6 +470,22 @@ def test_a_breakdown_is_stored_the_same_by_an_incremental_refresh_and_a_full_res
     ]
 
 
+ESCAPED_NAMES = ['Report "Q3"', "C:\\exports\\daily", "Café ✓", "tab\there"]
+
+
+def test_event_names_are_escaped_in_the_breakdown_however_they_are_spelt(acme):
+    # PostgreSQL looks each name's JSON text up, escaped once per refresh; a name the product's
+    # event names lack (none should) is escaped where it is used. Both read back as sent.
+    apply(acme, *(track("u1", name, times=i + 1) for i, name in enumerate(ESCAPED_NAMES)))
+    acme.product.event_names.filter(name=ESCAPED_NAMES[0]).delete()
+    workspace_rescore(workspace_id=acme.workspace.id)
+    served = {item["event"]: item["count"] for item in user_scores(acme)["u1"].score_breakdown}
+    assert served == {name: i + 1 for i, name in enumerate(ESCAPED_NAMES)}
+    u1 = acme.product.users.get(tracking_id="u1").id
+    stored = json.loads(stored_breakdowns(acme)["user"][u1])
+    assert sorted(item[0] for item in stored) == sorted(ESCAPED_NAMES)
+
+
 def test_accounts_and_users_leaving_the_filter_lose_their_scores(acme):
     configure(acme, account_filter={"plan": "enterprise"})
     apply(
