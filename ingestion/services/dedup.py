@@ -158,9 +158,9 @@ def unseen_messages(product_id: int, messages: Iterable[dict]) -> list[dict]:
 # messages that have a key. Equal counts (the common case) mean no repeat: nothing to unstage.
 # The statement that skips seen ids also keeps the keys it claimed (_KEEP_CLAIMED): a first that
 # was not claimed is unstaged too. The plain insert claims every first or fails, so it keeps
-# none. A batch repeats its users: each userId is hashed once, and joined before
-# the one sort (hashing each message's costs three times as much; joining after it, a second
-# sort); groupIds, of group calls only, are few.
+# none. A batch repeats its users: each userId is hashed once, and joined before the one sort
+# (hashing each message's costs three times as much; joining after it, a second sort);
+# groupIds, of group calls only, are few.
 _CLAIM_STAGED = f"""
     WITH users AS MATERIALIZED (
         SELECT user_tid, {_SENDER_HASH.format(tracking_id="user_tid")} AS user_hash
