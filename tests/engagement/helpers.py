@@ -1,6 +1,7 @@
 """Builders for scoring tests: messages go through the real apply path (users, links, rollups)."""
 
-from datetime import UTC, datetime, timedelta
+import functools
+from datetime import UTC, date, datetime, timedelta
 
 from engagement.services import Message, messages_apply
 
@@ -10,11 +11,17 @@ def ms(days_ago: float = 0, hours: float = 0) -> int:
 
     In the first half hour of a UTC day, 00:30 is still to come, and a message of today would be
     in the future (a "seen within the last day" condition then leaves it out): there it is
-    halfway between midnight and now instead, still today."""
-    now = datetime.now(UTC)
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    today = midnight + min(timedelta(minutes=30), (now - midnight) / 2)
+    halfway between midnight and the first call of the day instead, still today, and the same
+    for every later call, so a test that computes a time again finds the one it sent."""
+    today = _today_at(datetime.now(UTC).date())
     return int((today - timedelta(days=days_ago) + timedelta(hours=hours)).timestamp() * 1000)
+
+
+@functools.cache
+def _today_at(day: date) -> datetime:
+    """The time of day ms() puts today's messages at: 00:30, or earlier if that is to come."""
+    midnight = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    return midnight + min(timedelta(minutes=30), (datetime.now(UTC) - midnight) / 2)
 
 
 def track(user: str, event: str, *, days_ago: int = 0, times: int = 1, account: str | None = None):

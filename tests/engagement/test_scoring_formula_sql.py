@@ -74,28 +74,28 @@ def days_ago(days: int) -> str:
     return (datetime.now(UTC) - timedelta(days=days)).date().isoformat()
 
 
-TENURE_CASES = {
-    # user: (traits, first seen days ago, expected tenure)
-    "date": ({"createdAt": days_ago(100)}, 5, 100),
-    "datetime_with_offset": ({"createdAt": f"{days_ago(100)}T23:30:00-05:00"}, 5, 100),
-    "snake_case": ({"created_at": days_ago(30)}, 5, 30),
-    "null_then_snake_case": ({"createdAt": None, "created_at": days_ago(30)}, 5, 30),
-    "unix_ms": ({"createdAt": 1_600_000_000_000}, 4, 4),  # not a date: first seen instead
-    "impossible_date": ({"createdAt": "2024-02-31"}, 3, 3),
-    "not_a_date": ({"createdAt": "last spring"}, 3, 3),
-    "future": ({"createdAt": days_ago(-10)}, 3, 0),
-    "no_trait": ({"name": "N"}, 7, 7),
-}
+def tenure_cases() -> dict[str, tuple[dict, int, int]]:
+    """user: (traits, first seen days ago, expected tenure), the dates from today's (a module
+    constant, made when the tests are collected, is a day off past midnight)."""
+    return {
+        "date": ({"createdAt": days_ago(100)}, 5, 100),
+        "datetime_with_offset": ({"createdAt": f"{days_ago(100)}T23:30:00-05:00"}, 5, 100),
+        "snake_case": ({"created_at": days_ago(30)}, 5, 30),
+        "null_then_snake_case": ({"createdAt": None, "created_at": days_ago(30)}, 5, 30),
+        "unix_ms": ({"createdAt": 1_600_000_000_000}, 4, 4),  # not a date: first seen instead
+        "impossible_date": ({"createdAt": "2024-02-31"}, 3, 3),
+        "not_a_date": ({"createdAt": "last spring"}, 3, 3),
+        "future": ({"createdAt": days_ago(-10)}, 3, 0),
+        "no_trait": ({"name": "N"}, 7, 7),
+    }
 
 
 @pytest.mark.django_db
 def test_tenure_is_the_same_in_python_and_in_a_full_rescore(acme):
+    cases = tenure_cases()
     apply(
         acme,
-        *(
-            identify(user, traits, days_ago=seen)
-            for user, (traits, seen, _) in TENURE_CASES.items()
-        ),
+        *(identify(user, traits, days_ago=seen) for user, (traits, seen, _) in cases.items()),
     )
 
     workspace_rescore(workspace_id=acme.workspace.id)
@@ -103,5 +103,5 @@ def test_tenure_is_the_same_in_python_and_in_a_full_rescore(acme):
     for user in User.objects.filter(product=acme.product):
         stored = UserScore.objects.get(workspace=acme.workspace, user=user).tenure_days
         computed = tenure_days(traits=read_traits(user), first_seen=user.first_seen_at)
-        expected = TENURE_CASES[user.tracking_id][2]
+        expected = cases[user.tracking_id][2]
         assert (user.tracking_id, stored, computed) == (user.tracking_id, expected, expected)
