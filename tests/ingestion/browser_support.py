@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -84,6 +85,30 @@ class RunningService:
              db["NAME"]],
             check=True, capture_output=True, text=True, timeout=120,
         ).stdout  # fmt: skip
+
+    def diagnosis(self) -> str:
+        """What a failed wait needs to tell a lost call from a late score (production mode,
+        whose database is the test's): the events as stored, the change log scoring reads, the
+        scoring state, the account scores, the drops and what still waits to be drained."""
+        if self.data_dir is not None:
+            return ""
+        queries = {
+            "events": "SELECT name, user_id, account_id, timestamp FROM engagement_event "
+            "ORDER BY timestamp",
+            "activity": "SELECT applied_at, user_ids, account_ids FROM engagement_eventactivity "
+            "ORDER BY id",
+            "state": "SELECT scored_through, window_end, refreshed_at FROM engagement_scoringstate",
+            "account scores": "SELECT account_id, score_breakdown, computed_at "
+            "FROM engagement_accountscore",
+            "drops": "SELECT endpoint, reason, detail FROM ingestion_droppedrequest",
+            "waiting": "SELECT id, received_at, endpoint FROM ingestion_acceptedrequest",
+        }
+        lines = [f"now {datetime.now(UTC).isoformat()}"]
+        with connection.cursor() as cursor:
+            for label, sql in queries.items():
+                cursor.execute(sql)
+                lines.append(f"{label}: {cursor.fetchall()!r}")
+        return "\n".join(lines)
 
     def read(self, path: str) -> dict:
         auth = {"Authorization": f"Bearer {self.token}"}

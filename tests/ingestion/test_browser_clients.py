@@ -78,9 +78,9 @@ def breakdown_and_scored(record: dict) -> tuple[dict[str, int], bool]:
     return breakdown(record), record["engagement_score"] > 0
 
 
-def eventually(read, expected, timeout: float = 120.0):
+def eventually(read, expected, timeout: float = 120.0, running=None):
     """Wait until `read()` returns `expected` (the worker applies, a refresh scores); the last
-    value read is in the failure."""
+    value read is in the failure, with what the `running` service's database holds."""
     seen: list = [None]
 
     def check() -> bool:
@@ -90,7 +90,10 @@ def eventually(read, expected, timeout: float = 120.0):
     try:
         wait_for(check, timeout=timeout)
     except AssertionError as late:
-        raise AssertionError(f"after {timeout} s still {seen[0]!r}, not {expected!r}") from late
+        held = running.diagnosis() if running is not None else ""
+        raise AssertionError(
+            f"after {timeout} s still {seen[0]!r}, not {expected!r}\n{held}"
+        ) from late
 
 
 @pytest.fixture(params=["embedded", "production"])
@@ -148,7 +151,9 @@ def test_analytics_next_unchanged(running, tmp_path):
     # The account's events and its score (the mean of its users'): a refresh that ran while the
     # worker applied the page's calls may have seen the account's events but scored Ann before
     # them; the next refresh scores both, so wait for both.
-    eventually(lambda: breakdown_and_scored(account(running, "acme-co")), (expected, True))
+    eventually(
+        lambda: breakdown_and_scored(account(running, "acme-co")), (expected, True), running=running
+    )
     acme_co = account(running, "acme-co")
     assert acme_co["traits"] == {"name": "Acme Co", "seats": 12}
     assert acme_co["total_users"] == 1
@@ -195,4 +200,4 @@ def test_the_tracker_survives_an_offline_spell_and_a_quick_exit(running, tmp_pat
     assert [f for f in failed if not any(e in f for e in expected)] == [] and errors == []
     eventually(lambda: user(running, "bob").get("traits"), {"email": "bob@acme.test"})
     expected = {"Exported": 1, "Left At Once": 1}
-    eventually(lambda: breakdown(account(running, "globex")), expected)
+    eventually(lambda: breakdown(account(running, "globex")), expected, running=running)
