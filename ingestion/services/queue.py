@@ -216,6 +216,17 @@ _CLAIM_TRIM = """
                              FROM {claim}) AS r
         WHERE running >= %(limit)s)"""
 _HOLDS_DROP_MARKERS = json.dumps([{"type": acceptance.DROP}])
+# Rows of the claimed keys accepted before the claimed ones and still there: held by another
+# drain that has not committed (its claim skipped them). Locking them waits for it to end, so
+# a key's requests are applied in the order they were accepted, whichever worker claimed them: a
+# track sent after the group call linking its user counts for that account. A drain waits only
+# on drains holding lower ids, so two never wait on each other. (A row left unclaimed, or by a
+# drain that rolled back, is locked and left for the next drain.)
+_AFTER_EARLIER_DRAINS = """
+    SELECT count(*) FROM (
+        SELECT 1 FROM ingestion_acceptedrequest
+        WHERE id < %(first)s AND key_digest = ANY(%(digests)s::text[])
+        FOR UPDATE) AS earlier"""
 
 
 def claim_in_session_table(limit: int) -> SessionClaim:
@@ -258,6 +269,7 @@ def claim_in_session_table(limit: int) -> SessionClaim:
         keys = {
             digest: ClaimedKey(latest, markers) for digest, latest, markers in cursor.fetchall()
         }
+        cursor.execute(_AFTER_EARLIER_DRAINS, {"first": first, "digests": list(keys)})
     return SessionClaim(requests, more, messages, keys, claim, first, last)
 
 
