@@ -2,7 +2,9 @@
 requests they hold, and deleting them once applied.
 
 Claimed rows are locked with SKIP LOCKED, so any number of workers drain at once; a worker that
-dies mid-way leaves its rows unclaimed for the next drain. How is the ingestion backend's
+dies mid-way leaves its rows unclaimed for the next drain. On PostgreSQL a drain then waits for
+the drains holding earlier rows of its keys (_AFTER_EARLIER_DRAINS), so a key's requests are
+applied in the order they were accepted. How is the ingestion backend's
 choice (ingestion/backends): on PostgreSQL the claimed rows are listed in a session table (the
 batch's `claim`) and their messages stay where they are stored, so a drain brings back a line per
 ingestion key rather than a Python object per row; elsewhere the rows are loaded.
