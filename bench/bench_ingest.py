@@ -440,6 +440,7 @@ def fill_backlog(
     message_ids: bool = True,
     checkpoint: bool = True,
     group: int = 1,
+    linking: bool = True,
 ) -> int:
     """`requests` accepted calls (like the doors store them) for 2,000 users, 200 accounts and
     20 event names over 30 days: 2% identify, 0.2% group, the rest track. With `per_request`
@@ -447,7 +448,8 @@ def fill_backlog(
     With `group` above 1, that many requests share a row, as the ASGI door's group-commit
     writer stores the requests of one write under one key. Each message carries a random
     messageId, as Segment-family SDKs send, unless `message_ids` is false (the provider's v2
-    API has none). Returns messages."""
+    API has none). Without `linking`, no call links users (identifies name no groupId, no group
+    calls): what a drain never waits for another worker's drain over. Returns messages."""
     digest = hashlib.sha256(key.encode()).hexdigest()
     now_ms = int(time.time() * 1000)
     received_at = time.strftime("%Y-%m-%d %H:%M:%S+00")
@@ -475,7 +477,9 @@ def fill_backlog(
                         "groupId": account,
                         "traits": {"email": f"{user}@example.com", "plan": "pro"},
                     }
-                elif i % 500 == 1:
+                    if not linking:
+                        del message["groupId"]
+                elif i % 500 == 1 and linking:
                     endpoint = "v2/group"
                     message = {
                         "type": "group",
@@ -549,17 +553,18 @@ def fill_and_drain(key: str, backlog: int, args: argparse.Namespace, group: int 
     runs first and no checkpoint is forced: the cost between checkpoints, which is most of the
     time when they are minutes apart (max_wal_size and checkpoint_timeout; docs/scaling.md).
     `group`: requests a stored row (see fill_backlog)."""
-    message_ids = not args.no_message_ids
+    filled = {
+        "message_ids": not args.no_message_ids,
+        "group": group,
+        "linking": not args.no_linking_calls,
+    }
     per_request = args.messages_per_request
     if args.steady:
-        fill_backlog(key, backlog, per_request, message_ids=message_ids, group=group)
+        fill_backlog(key, backlog, per_request, **filled)
         drain(backlog, args.drain_workers, per_request)
-    fill_backlog(
-        key, backlog, per_request, message_ids=message_ids, checkpoint=not args.steady, group=group
-    )
+    fill_backlog(key, backlog, per_request, checkpoint=not args.steady, **filled)
     drained = drain(backlog, args.drain_workers, per_request)
-    drained["message_ids"] = message_ids
-    drained["group"] = group
+    drained.update(filled)
     drained["backlog"] = backlog
     drained["steady"] = args.steady
     drained["seen_rows"] = int(sql("SELECT count(*) FROM ingestion_seenmessage")[0][0])
@@ -882,6 +887,7 @@ def print_table(runs: list[Run], drains: list[dict]) -> None:
             f"  {'each message with' if drained.get('message_ids', True) else 'no'} messageId; "
             f"event times spread over {spread} "
             f"(BENCH_SPREAD_MS); INGESTION_DRAIN_BATCH={drained['batch']:,}"
+            + ("" if drained.get("linking", True) else "; no call links users")
         )
         timing = (
             "between checkpoints, after an untimed drain (--steady)"
@@ -948,6 +954,12 @@ def main() -> int:
         "--no-message-ids",
         action="store_true",
         help="the drain's backlog without messageIds (v2 API calls carry none)",
+    )
+    parser.add_argument(
+        "--no-linking-calls",
+        action="store_true",
+        help="the drain's backlog without calls that link users (tracks and plain identifies): "
+        "two --drain-workers then never wait for each other",
     )
     parser.add_argument(
         "--existing-database",

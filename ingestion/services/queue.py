@@ -3,11 +3,12 @@ requests they hold, and deleting them once applied.
 
 Claimed rows are locked with SKIP LOCKED, so any number of workers drain at once; a worker that
 dies mid-way leaves its rows unclaimed for the next drain. On PostgreSQL a drain then waits for
-the drains holding earlier rows of its keys (_AFTER_EARLIER_DRAINS), so a key's requests are
-applied in the order they were accepted. How is the ingestion backend's
-choice (ingestion/backends): on PostgreSQL the claimed rows are listed in a session table (the
-batch's `claim`) and their messages stay where they are stored, so a drain brings back a line per
-ingestion key rather than a Python object per row; elsewhere the rows are loaded.
+the drains holding earlier rows of its products that link users (_AFTER_EARLIER_DRAINS), so a
+track counts for the account a call accepted before it linked, whichever worker claimed each.
+How is the ingestion backend's choice (ingestion/backends): on PostgreSQL the claimed rows are
+listed in a session table (the batch's `claim`) and their messages stay where they are stored,
+so a drain brings back a line per ingestion key rather than a Python object per row; elsewhere
+the rows are loaded.
 """
 
 # SQL names its session tables (ingestion/session_tables.py, fixed names); every value is a
@@ -218,16 +219,29 @@ _CLAIM_TRIM = """
                              FROM {claim}) AS r
         WHERE running >= %(limit)s)"""
 _HOLDS_DROP_MARKERS = json.dumps([{"type": acceptance.DROP}])
-# Rows of the claimed keys accepted before the claimed ones and still there: held by another
-# drain that has not committed (its claim skipped them). Locking them waits for it to end, so
-# a key's requests are applied in the order they were accepted, whichever worker claimed them: a
-# track sent after the group call linking its user counts for that account. A drain waits only
-# on drains holding lower ids, so two never wait on each other. (A row left unclaimed, or by a
-# drain that rolled back, is locked and left for the next drain.)
-_AFTER_EARLIER_DRAINS = """
+# Rows accepted before the claimed ones, under any key of the claimed keys' products, still there
+# and holding a call that links users: a group call, an identify naming a groupId, or an alias.
+# Such a row is held by another drain that has not committed (its claim skipped it); locking it
+# waits for that drain to end, so a track sent after the call linking its user counts for that
+# account whichever worker claimed it (an event's account is decided when it is stored), also
+# when the two came with different keys (a browser's and a server's). Other calls give the same
+# users, accounts, traits and links in any order (engagement.services.messages_apply), so rows
+# of tracks and plain identifies are not waited for: two workers drain them side by side. A
+# drain waits only on drains holding lower ids, so two never wait on each other. (A row left
+# unclaimed, or by a drain that rolled back, is locked and left for the next drain.)
+_LINKS_USERS = (
+    """messages @> '[{"type": "group"}]' OR messages @> '[{"type": "alias"}]' """
+    """OR jsonb_path_exists(messages, '$[*] ? (@.type == "identify" && exists(@.groupId))')"""
+)
+_AFTER_EARLIER_DRAINS = f"""
     SELECT count(*) FROM (
         SELECT 1 FROM ingestion_acceptedrequest
-        WHERE id < %(first)s AND key_digest = ANY(%(digests)s::text[])
+        WHERE id < %(first)s AND key_digest = ANY(ARRAY(
+            SELECT product_key.digest FROM ingestion_ingestionkey claimed_key
+            JOIN ingestion_ingestionkey product_key
+                ON product_key.product_id = claimed_key.product_id
+            WHERE claimed_key.digest = ANY(%(digests)s::text[])))
+        AND ({_LINKS_USERS})
         FOR UPDATE) AS earlier"""
 
 

@@ -1,5 +1,6 @@
-"""Workers draining at once apply an ingestion key's requests in the order they were accepted:
-a drain that claimed later rows waits for the drain holding earlier ones of the same key."""
+"""Workers draining at once: a track counts for the account a call accepted before it linked,
+whichever worker claimed each (a drain that claimed later rows waits for the drain holding an
+earlier call that links users), and rows of tracks alone are drained side by side."""
 
 import threading
 
@@ -8,52 +9,133 @@ from django.db import connection
 
 from engagement.models import Event
 from ingestion.services import drain
+from ingestion.services.keys import ingestion_key_create
 from tests.conftest import make_tenant
+from tests.ingestion.segment_support import segment_auth
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_track_claimed_while_the_group_call_before_it_waits_counts_for_that_account(
-    post_json, monkeypatch
-):
-    initech = make_tenant("Initech")
-    group = {"userId": "ann", "groupId": "acme-co", "traits": {"name": "Acme Co"}}
-    assert post_json("/v2/group", group, auth=initech.basic).status_code == 202
-    track = {"userId": "ann", "event": "Report Created"}
-    assert post_json("/v2/track", track, auth=initech.basic).status_code == 202
+class PausedDrain:
+    """Worker A drains a budget of one message and stops right after its claim, before it
+    applies anything, until `go()`; worker B drains the rest meanwhile."""
 
-    # Worker A claims the group call (a budget of one message) and stops there, before it
-    # applies anything; worker B claims the track meanwhile.
-    a_claimed, a_may_go = threading.Event(), threading.Event()
-    claim = drain.requests_claim
+    def __init__(self, monkeypatch) -> None:
+        self.a_claimed, self.a_may_go = threading.Event(), threading.Event()
+        self.results: dict[str, drain.DrainResult] = {}
+        claim = drain.requests_claim
 
-    def claim_then_pause_in_a(*, limit: int):
-        batch = claim(limit=limit)
-        if threading.current_thread().name == "A":
-            a_claimed.set()
-            assert a_may_go.wait(10)
-        return batch
+        def claim_then_pause_in_a(*, limit: int):
+            batch = claim(limit=limit)
+            if threading.current_thread().name == "A":
+                self.a_claimed.set()
+                assert self.a_may_go.wait(10)
+            return batch
 
-    monkeypatch.setattr(drain, "requests_claim", claim_then_pause_in_a)
-    results = {}
+        monkeypatch.setattr(drain, "requests_claim", claim_then_pause_in_a)
+        self.a = threading.Thread(target=self._worker, args=(1,), name="A")
+        self.b = threading.Thread(target=self._worker, args=(10,), name="B")
 
-    def worker(limit: int) -> None:
+    def _worker(self, limit: int) -> None:
         try:
-            results[threading.current_thread().name] = drain.accepted_requests_drain(limit=limit)
+            self.results[threading.current_thread().name] = drain.accepted_requests_drain(
+                limit=limit
+            )
         finally:
             connection.close()
 
-    a = threading.Thread(target=worker, args=(1,), name="A")
-    a.start()
-    assert a_claimed.wait(10)
-    b = threading.Thread(target=worker, args=(10,), name="B")
-    b.start()
-    b.join(0.5)
-    assert b.is_alive(), "B applied the track before A applied the group call accepted before it"
-    a_may_go.set()
-    a.join(10)
-    b.join(10)
+    def start_b_after_a_claimed(self) -> bool:
+        """Start both; whether B is still waiting half a second after it started."""
+        self.a.start()
+        assert self.a_claimed.wait(10)
+        self.b.start()
+        self.b.join(0.5)
+        return self.b.is_alive()
 
-    assert (results["A"].requests, results["B"].requests) == (1, 1)
+    def go(self) -> tuple[int, int]:
+        """Let A go; the requests each drained."""
+        self.a_may_go.set()
+        self.a.join(10)
+        self.b.join(10)
+        return self.results["A"].requests, self.results["B"].requests
+
+
+# Calls that link a user to an account (or an id to a user) and the track sent right after.
+LINKING_CALLS = {
+    "group call": ("/v1/group", {"userId": "ann", "groupId": "acme-co"}, "ann"),
+    "identify naming a groupId": ("/v1/identify", {"userId": "ann", "groupId": "acme-co"}, "ann"),
+    "alias": ("/v1/alias", {"previousId": "visitor-9", "userId": "ann"}, "visitor-9"),
+}
+
+
+@pytest.mark.parametrize("call", LINKING_CALLS.values(), ids=LINKING_CALLS.keys())
+def test_a_track_claimed_while_the_call_linking_its_user_waits_counts_for_that_account(
+    api_client, monkeypatch, call
+):
+    initech = make_tenant("Initech")
+    auth = {"HTTP_AUTHORIZATION": segment_auth(initech.key.key)}
+
+    def send(path: str, body: dict) -> None:
+        response = api_client.post(path, body, format="json", **auth)
+        assert response.status_code == 200, response.content
+
+    if call[0] == "/v1/alias":  # ann is linked already; the alias makes visitor-9 ann
+        send("/v1/group", {"userId": "ann", "groupId": "acme-co"})
+        drain.accepted_requests_drain(limit=10)
+    path, body, sender = call
+    send(path, body)
+    send("/v1/track", {"userId": sender, "event": "Report Created"})
+
+    paused = PausedDrain(monkeypatch)
+    waited = paused.start_b_after_a_claimed()
+    drained = paused.go()
+
+    assert waited, "B applied the track before A applied the call accepted before it"
+    assert drained == (1, 1)
+    event = Event.objects.get(product=initech.product, name="Report Created")
+    assert (event.user.tracking_id, event.account.tracking_id) == ("ann", "acme-co")
+
+
+def test_a_track_sent_with_another_of_the_products_keys_waits_for_the_group_call_too(
+    api_client, monkeypatch
+):
+    initech = make_tenant("Initech")
+    browser_key = ingestion_key_create(product_id=initech.product.id, label="Browser")
+    server = {"HTTP_AUTHORIZATION": segment_auth(initech.key.key)}
+    browser = {"HTTP_AUTHORIZATION": segment_auth(browser_key.key)}
+    group = {"userId": "ann", "groupId": "acme-co"}
+    assert api_client.post("/v1/group", group, format="json", **server).status_code == 200
+    track = {"userId": "ann", "event": "Report Created"}
+    assert api_client.post("/v1/track", track, format="json", **browser).status_code == 200
+
+    paused = PausedDrain(monkeypatch)
+    waited = paused.start_b_after_a_claimed()
+    drained = paused.go()
+
+    assert waited, "B applied the browser's track before A applied the server's group call"
+    assert drained == (1, 1)
     event = Event.objects.get(product=initech.product, name="Report Created")
     assert event.account.tracking_id == "acme-co"
+
+
+def test_tracks_of_one_key_are_drained_side_by_side(api_client, monkeypatch):
+    initech = make_tenant("Initech")
+    auth = {"HTTP_AUTHORIZATION": segment_auth(initech.key.key)}
+    for event in ("Report Created", "Report Shared"):
+        body = {"userId": "ann", "event": event, "context": {"groupId": "acme-co"}}
+        assert api_client.post("/v1/track", body, format="json", **auth).status_code == 200
+    identify = {"userId": "ann", "traits": {"plan": "pro"}}  # no groupId: links nothing
+    assert api_client.post("/v1/identify", identify, format="json", **auth).status_code == 200
+
+    paused = PausedDrain(monkeypatch)
+    waited = paused.start_b_after_a_claimed()
+    drained = paused.go()
+
+    assert not waited, "B waited for A although A's rows link no one"
+    assert drained == (1, 2)
+    stored = Event.objects.filter(product=initech.product)
+    assert sorted(stored.values_list("name", "account__tracking_id")) == [
+        ("Report Created", "acme-co"),
+        ("Report Shared", "acme-co"),
+    ]
+    assert stored.get(name="Report Created").user.traits == {"plan": "pro"}
