@@ -5,7 +5,14 @@ from datetime import UTC, datetime, time, timedelta
 import pytest
 from django.core.exceptions import ValidationError
 
-from engagement.models import Segment, SegmentMember, SegmentMembershipChange
+from engagement.erasure import erasure_request, erasure_run
+from engagement.models import (
+    Account,
+    Erasure,
+    Segment,
+    SegmentMember,
+    SegmentMembershipChange,
+)
 from engagement.scoring import workspace_refresh, workspace_rescore
 from engagement.segment_conditions import segment_conditions_validate
 from engagement.segments import segment_changes_purge, segment_refresh
@@ -333,3 +340,27 @@ def test_within_last_days_counts_the_whole_of_today(scored):
     score.save(update_fields=["last_seen"])
     segment_refresh(segment=segment, now=now)
     assert "C" in members(segment)
+
+
+def test_deleting_a_segment_or_erasing_an_account_takes_its_memberships_and_changes(scored):
+    # The rows carry no database-level foreign keys (a refresh writes hundreds of thousands):
+    # the ORM's cascade and the erasure remove them.
+    plan_set = segment_of(scored, cond("trait:plan", "is_set"))
+    seats = segment_of(scored, cond("trait:seats", "greater_than", 1))
+    assert members(plan_set) == members(seats) == {"A", "B"}
+
+    plan_set.delete()
+    beta = Account.objects.get(product=scored.product, tracking_id="B")
+    erasure = erasure_request(
+        product_id=scored.product.id,
+        kind=Erasure.Kind.ACCOUNT,
+        target_id=beta.id,
+        suppress=False,
+        via=Erasure.Via.COMMAND,
+    )
+    assert erasure_run(erasure_id=erasure.id).status == Erasure.Status.COMPLETED
+
+    assert not SegmentMember.objects.filter(segment_id=plan_set.id).exists()
+    assert not SegmentMembershipChange.objects.filter(segment_id=plan_set.id).exists()
+    assert members(seats) == {"A"}
+    assert changes(seats) == [("A", "joined")]
