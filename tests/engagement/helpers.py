@@ -3,6 +3,8 @@
 import functools
 from datetime import UTC, date, datetime, timedelta
 
+from engagement.erasure import erasure_request, erasure_run
+from engagement.models import Erasure
 from engagement.services import Message, messages_apply
 
 
@@ -58,3 +60,17 @@ def identify(user: str, traits: dict, *, days_ago: int = 40):
 def apply(tenant, *batches):
     messages = [m for batch in batches for m in batch]
     return messages_apply(product_id=tenant.product.id, messages=messages)
+
+
+def erase(tenant, target, kind: str = Erasure.Kind.USER, **extra) -> Erasure:
+    """Erase a user (or, with `kind`, an account) of the tenant's product, as the erase
+    command does, without suppressing them; returns the finished erasure."""
+    erasure = erasure_request(
+        product_id=tenant.product.id,
+        kind=kind,
+        target_id=target.id,
+        suppress=False,
+        via=Erasure.Via.COMMAND,
+        **extra,
+    )
+    return erasure_run(erasure_id=erasure.id)

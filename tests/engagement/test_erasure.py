@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from dashboard.selectors import workspace_overview
-from engagement.erasure import ErasureTargetMissing, erasure_request, erasure_run
+from engagement.erasure import ErasureTargetMissing, erasure_run
 from engagement.event_store import event_tallies_compact
 from engagement.models import (
     Account,
@@ -31,7 +31,7 @@ from engagement.models import (
 from engagement.scoring import workspace_refresh
 from engagement.services import event_partitions_maintain
 from ingestion.models import AcceptedRequest, SeenMessage
-from tests.engagement.helpers import apply, group, identify, ms
+from tests.engagement.helpers import apply, erase, group, identify, ms
 from tests.engagement.helpers import track as tracked
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
@@ -81,18 +81,6 @@ def ada_everywhere(acme, post_json, drain):
     # A message for her accepted but not applied yet.
     send(post_json, acme, "/v2/track", {"userId": ADA, "event": "Late"})
     return ada
-
-
-def erase(tenant, target, kind: str = Erasure.Kind.USER, **extra) -> Erasure:
-    erasure = erasure_request(
-        product_id=tenant.product.id,
-        kind=kind,
-        target_id=target.id,
-        suppress=False,
-        via=Erasure.Via.COMMAND,
-        **extra,
-    )
-    return erasure_run(erasure_id=erasure.id)
 
 
 @pytest.mark.postgresql

@@ -5,7 +5,6 @@ from datetime import UTC, datetime, time, timedelta
 import pytest
 from django.core.exceptions import ValidationError
 
-from engagement.erasure import erasure_request, erasure_run
 from engagement.models import (
     Account,
     Erasure,
@@ -16,7 +15,7 @@ from engagement.models import (
 from engagement.scoring import workspace_refresh, workspace_rescore
 from engagement.segment_conditions import segment_conditions_validate
 from engagement.segments import segment_changes_purge, segment_refresh
-from tests.engagement.helpers import apply, group, track
+from tests.engagement.helpers import apply, erase, group, track
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
 pytestmark = pytest.mark.both_databases
@@ -351,14 +350,7 @@ def test_deleting_a_segment_or_erasing_an_account_takes_its_memberships_and_chan
 
     plan_set.delete()
     beta = Account.objects.get(product=scored.product, tracking_id="B")
-    erasure = erasure_request(
-        product_id=scored.product.id,
-        kind=Erasure.Kind.ACCOUNT,
-        target_id=beta.id,
-        suppress=False,
-        via=Erasure.Via.COMMAND,
-    )
-    assert erasure_run(erasure_id=erasure.id).status == Erasure.Status.COMPLETED
+    assert erase(scored, beta, Erasure.Kind.ACCOUNT).status == Erasure.Status.COMPLETED
 
     assert not SegmentMember.objects.filter(segment_id=plan_set.id).exists()
     assert not SegmentMembershipChange.objects.filter(segment_id=plan_set.id).exists()

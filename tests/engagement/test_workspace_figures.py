@@ -7,11 +7,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from engagement.erasure import erasure_request, erasure_run
 from engagement.models import (
     Account,
     AccountScore,
-    Erasure,
     ScoringState,
     User,
     UserScore,
@@ -19,7 +17,7 @@ from engagement.models import (
 from engagement.scoring import workspace_refresh, workspace_rescore
 from engagement.selectors import workspace_stats
 from engagement.traits import accounts_admitted
-from tests.engagement.helpers import apply, group, identify, track
+from tests.engagement.helpers import apply, erase, group, identify, track
 from tests.engagement.test_scoring import configure
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
@@ -152,14 +150,7 @@ def test_an_erased_user_leaves_the_figures_at_the_next_refresh(acme):
     )
     workspace_rescore(workspace_id=workspace.id)
     bob = User.objects.get(product=acme.product, tracking_id="bob")
-    erasure = erasure_request(
-        product_id=acme.product.id,
-        kind=Erasure.Kind.USER,
-        target_id=bob.id,
-        suppress=False,
-        via=Erasure.Via.COMMAND,
-    )
-    erasure_run(erasure_id=erasure.id)
+    erase(acme, bob)
     assert kept(workspace)["active_users"] == 2
 
     assert workspace_refresh(workspace_id=workspace.id).mode == "full"
