@@ -7,9 +7,9 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from engagement.erasure import erasure_request, erasure_run
 from engagement.models import Account, Erasure, Event, Membership, User
 from ingestion.models import DroppedRequest, SeenMessage, seen_message_key
+from tests.engagement.helpers import erase
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
 pytestmark = pytest.mark.both_databases
@@ -40,19 +40,8 @@ def remembered(tenant) -> set[str]:
     return set(rows.values_list("message_id", flat=True))
 
 
-def erase(tenant, kind: str, target) -> Erasure:
-    erasure = erasure_request(
-        product_id=tenant.product.id,
-        kind=kind,
-        target_id=target.id,
-        suppress=False,
-        via=Erasure.Via.COMMAND,
-    )
-    return erasure_run(erasure_id=erasure.id)
-
-
 def test_the_ids_of_every_message_a_user_sent_go_with_her(acme, sent):
-    erasure = erase(acme, Erasure.Kind.USER, User.objects.get(tracking_id=ADA))
+    erasure = erase(acme, User.objects.get(tracking_id=ADA), Erasure.Kind.USER)
 
     assert remembered(acme) == {"r-5", "r-6", "r-7"}
     assert erasure.counts["seen_messages"] == 4
@@ -60,7 +49,7 @@ def test_the_ids_of_every_message_a_user_sent_go_with_her(acme, sent):
 
 def test_an_accounts_group_calls_go_and_its_users_tracks_keep_their_ids(acme, sent):
     """The account's users stay, and so do their tracks that named it."""
-    erase(acme, Erasure.Kind.ACCOUNT, Account.objects.get(tracking_id="corp"))
+    erase(acme, Account.objects.get(tracking_id="corp"), Erasure.Kind.ACCOUNT)
 
     assert remembered(acme) == {"r-1", "r-3", "r-4", "r-6", "r-7"}
 
@@ -74,7 +63,7 @@ def test_an_id_kept_without_hashes_goes_when_it_names_the_user(acme, sent, globe
             seen_at=timezone.now(),
         )
 
-    erase(acme, Erasure.Kind.USER, User.objects.get(tracking_id=ADA))
+    erase(acme, User.objects.get(tracking_id=ADA), Erasure.Kind.USER)
 
     assert remembered(acme) == {"r-5", "r-6", "r-7", "old"}
     assert remembered(globex) == {f"{ADA}:old"}
@@ -129,7 +118,7 @@ def test_a_users_waiting_messages_are_found_whatever_her_id_holds(
     user = User.objects.get(product=acme.product, tracking_id=tracking_id)
     send_everywhere(post_json, acme, user=tracking_id, account="corp")  # waits: no worker runs
 
-    erasure = erase(acme, Erasure.Kind.USER, user)
+    erasure = erase(acme, user, Erasure.Kind.USER)
     drain()
 
     assert erasure.counts["accepted_messages"] == 9  # every one: her group calls name her too
@@ -147,7 +136,7 @@ def test_an_accounts_waiting_messages_are_found_whatever_its_id_holds(
     account = Account.objects.get(product=acme.product, tracking_id=tracking_id)
     send_everywhere(post_json, acme, user="ann", account=tracking_id)
 
-    erasure = erase(acme, Erasure.Kind.ACCOUNT, account)
+    erasure = erase(acme, account, Erasure.Kind.ACCOUNT)
     drain()
 
     assert erasure.counts["accepted_messages"] == 5  # the group calls and tracks naming it
@@ -170,7 +159,7 @@ def test_a_waiting_message_quoting_her_email_in_traits_is_erased_with_her(acme, 
     assert post_json("/v2/group", body, auth=acme.basic).status_code == 202
     assert post_json("/v2/group", {"groupId": "other"}, auth=acme.basic).status_code == 202
 
-    erasure = erase(acme, Erasure.Kind.USER, User.objects.get(tracking_id="zoe"))
+    erasure = erase(acme, User.objects.get(tracking_id="zoe"), Erasure.Kind.USER)
     drain()
 
     assert erasure.counts["accepted_messages"] == 1
