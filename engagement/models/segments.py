@@ -49,7 +49,7 @@ class Segment(models.Model):
 # engagement/dependents.py for erasures and merges). Without database-level foreign keys a refresh
 # skips two deferred checks per row written at commit, each locking the referenced account row:
 # a workspace's first refresh writes 460,000 members and as many changes for 100,000 accounts,
-# and took 34-36 s with them against 17 s without (docs/benchmarks.md). The segment needs no
+# and took 35-40 s with them against 14 s without (docs/benchmarks.md). The segment needs no
 # index of its own: the unique keys and the recent-members and change-log indexes lead with it.
 # A row names an account or a user, never both, so each index on one of them covers only the
 # rows that name it: no entry for the other's NULL in every row.

@@ -35,8 +35,8 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
     one transaction.
 
     Claimed rows are locked (SKIP LOCKED on PostgreSQL), so any number of workers can drain at
-    once; a worker that dies mid-way leaves its rows unclaimed for the next drain. A key's calls
-    that link users are applied before the requests accepted after them (see queue).
+    once; a worker that dies mid-way leaves its rows unclaimed for the next drain. A product's
+    calls that link users are applied before the requests accepted after them (see queue).
     """
     started = time.perf_counter()
     with transaction.atomic():
