@@ -44,20 +44,30 @@ class PausedDrain:
         finally:
             connection.close()
 
-    def start_b_after_a_claimed(self) -> bool:
-        """Start both; whether B is still waiting half a second after it started."""
+    def run(self) -> tuple[bool, tuple[int, int]]:
+        """Start A, then B once A has claimed; let A go half a second after B started. Returns
+        whether B was still waiting then, and the requests each drained."""
         self.a.start()
         assert self.a_claimed.wait(10)
         self.b.start()
         self.b.join(0.5)
-        return self.b.is_alive()
-
-    def go(self) -> tuple[int, int]:
-        """Let A go; the requests each drained."""
+        waited = self.b.is_alive()
         self.a_may_go.set()
         self.a.join(10)
         self.b.join(10)
-        return self.results["A"].requests, self.results["B"].requests
+        return waited, (self.results["A"].requests, self.results["B"].requests)
+
+
+@pytest.fixture
+def send(api_client):
+    """POST a Segment call with an ingestion key; it must be accepted."""
+
+    def post(key: str, path: str, body: dict) -> None:
+        auth = {"HTTP_AUTHORIZATION": segment_auth(key)}
+        response = api_client.post(path, body, format="json", **auth)
+        assert response.status_code == 200, response.content
+
+    return post
 
 
 # Calls that link a user to an account (or an id to a user) and the track sent right after.
@@ -70,25 +80,18 @@ LINKING_CALLS = {
 
 @pytest.mark.parametrize("call", LINKING_CALLS.values(), ids=LINKING_CALLS.keys())
 def test_a_track_claimed_while_the_call_linking_its_user_waits_counts_for_that_account(
-    api_client, monkeypatch, call
+    send, monkeypatch, call
 ):
     initech = make_tenant("Initech")
-    auth = {"HTTP_AUTHORIZATION": segment_auth(initech.key.key)}
-
-    def send(path: str, body: dict) -> None:
-        response = api_client.post(path, body, format="json", **auth)
-        assert response.status_code == 200, response.content
-
+    key = initech.key.key
     if call[0] == "/v1/alias":  # ann is linked already; the alias makes visitor-9 ann
-        send("/v1/group", {"userId": "ann", "groupId": "acme-co"})
+        send(key, "/v1/group", {"userId": "ann", "groupId": "acme-co"})
         drain.accepted_requests_drain(limit=10)
     path, body, sender = call
-    send(path, body)
-    send("/v1/track", {"userId": sender, "event": "Report Created"})
+    send(key, path, body)
+    send(key, "/v1/track", {"userId": sender, "event": "Report Created"})
 
-    paused = PausedDrain(monkeypatch)
-    waited = paused.start_b_after_a_claimed()
-    drained = paused.go()
+    waited, drained = PausedDrain(monkeypatch).run()
 
     assert waited, "B applied the track before A applied the call accepted before it"
     assert drained == (1, 1)
@@ -97,20 +100,14 @@ def test_a_track_claimed_while_the_call_linking_its_user_waits_counts_for_that_a
 
 
 def test_a_track_sent_with_another_of_the_products_keys_waits_for_the_group_call_too(
-    api_client, monkeypatch
+    send, monkeypatch
 ):
     initech = make_tenant("Initech")
     browser_key = ingestion_key_create(product_id=initech.product.id, label="Browser")
-    server = {"HTTP_AUTHORIZATION": segment_auth(initech.key.key)}
-    browser = {"HTTP_AUTHORIZATION": segment_auth(browser_key.key)}
-    group = {"userId": "ann", "groupId": "acme-co"}
-    assert api_client.post("/v1/group", group, format="json", **server).status_code == 200
-    track = {"userId": "ann", "event": "Report Created"}
-    assert api_client.post("/v1/track", track, format="json", **browser).status_code == 200
+    send(initech.key.key, "/v1/group", {"userId": "ann", "groupId": "acme-co"})
+    send(browser_key.key, "/v1/track", {"userId": "ann", "event": "Report Created"})
 
-    paused = PausedDrain(monkeypatch)
-    waited = paused.start_b_after_a_claimed()
-    drained = paused.go()
+    waited, drained = PausedDrain(monkeypatch).run()
 
     assert waited, "B applied the browser's track before A applied the server's group call"
     assert drained == (1, 1)
@@ -118,18 +115,14 @@ def test_a_track_sent_with_another_of_the_products_keys_waits_for_the_group_call
     assert event.account.tracking_id == "acme-co"
 
 
-def test_tracks_of_one_key_are_drained_side_by_side(api_client, monkeypatch):
+def test_tracks_of_one_key_are_drained_side_by_side(send, monkeypatch):
     initech = make_tenant("Initech")
-    auth = {"HTTP_AUTHORIZATION": segment_auth(initech.key.key)}
+    key = initech.key.key
     for event in ("Report Created", "Report Shared"):
-        body = {"userId": "ann", "event": event, "context": {"groupId": "acme-co"}}
-        assert api_client.post("/v1/track", body, format="json", **auth).status_code == 200
-    identify = {"userId": "ann", "traits": {"plan": "pro"}}  # no groupId: links nothing
-    assert api_client.post("/v1/identify", identify, format="json", **auth).status_code == 200
+        send(key, "/v1/track", {"userId": "ann", "event": event, "context": {"groupId": "acme-co"}})
+    send(key, "/v1/identify", {"userId": "ann", "traits": {"plan": "pro"}})  # links nothing
 
-    paused = PausedDrain(monkeypatch)
-    waited = paused.start_b_after_a_claimed()
-    drained = paused.go()
+    waited, drained = PausedDrain(monkeypatch).run()
 
     assert not waited, "B waited for A although A's rows link no one"
     assert drained == (1, 2)
