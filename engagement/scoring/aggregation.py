@@ -44,8 +44,8 @@ ACCOUNTS = Target(
 )
 
 
-def aggregate(run: ScoringRun, target: Target) -> None:
-    """Fill the target's result table for every user or account in the run's scope."""
+def result_table_create(run: ScoringRun, target: Target) -> None:
+    """The target's (empty) result table: eds_t_user or eds_t_account."""
     f, ts = run.sql.float, run.sql.timestamp
     last_at = f", last_at {ts}" if target.tracks_last_at else ""
     run.temp(
@@ -53,6 +53,11 @@ def aggregate(run: ScoringRun, target: Target) -> None:
         f"{target.key} BIGINT PRIMARY KEY, raw {f}, previous_raw {f}, events BIGINT, "
         f"adopted INTEGER, active_days INTEGER, breakdown TEXT{last_at}",
     )
+
+
+def aggregate(run: ScoringRun, target: Target) -> None:
+    """Fill the target's result table for every user or account in the run's scope."""
+    result_table_create(run, target)
     if run.sql.postgres:
         _single_pass(run, target)
     else:

@@ -17,12 +17,14 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
+from django.db import connection
 from django.utils import timezone
 
 from engagement.backends import database_backend
 from engagement.models import ScoringState, Workspace
 from engagement.refresh_hooks import ScoresRefreshed, refresh_hooks_run
 from engagement.scoring.aggregation import ACCOUNTS, USERS, aggregate, aggregate_account_members
+from engagement.scoring.alongside import AccountsAlongside, accounts_alongside_start
 from engagement.scoring.changes import (
     activity_kept_since,
     changes_since,
@@ -85,6 +87,7 @@ def workspace_refresh(
     """
     now = now or timezone.now()
     started = time.monotonic()
+    own_transaction = not connection.in_atomic_block
     with workspace_state_held(ScoringState, workspace_id) as state:
         if state is None:
             return RefreshResult(workspace_id=workspace_id, mode="busy")
@@ -93,7 +96,9 @@ def workspace_refresh(
         today = now.astimezone(UTC).date()
         since = changes_since(state)
         full = force_full or _needs_full(state, since=since, now=now, digest=digest)
-        run = ScoringRun(workspace=workspace, state=state, now=now, today=today)
+        run = ScoringRun(
+            workspace=workspace, state=state, now=now, today=today, own_transaction=own_transaction
+        )
         scored = _scores_compute(run, full=full, since=since)
         if scored is None:
             return RefreshResult(workspace_id=workspace_id, mode="idle")
@@ -221,16 +226,19 @@ def _recomputed_ids(run: ScoringRun) -> RecomputedIds:
 
 def _rescore_everyone(run: ScoringRun) -> tuple[int, int]:
     """A full rescore; returns the users and accounts scored."""
-    run.is_full = True
-    run.everyone = not run.filtered
-    run.load_weights()
-    run.load_lineage()
-    if run.filtered:
-        run.load_matching_accounts()
-        run.load_scoped_users()
-        run.temp("eds_t_scope_account", "account_id BIGINT PRIMARY KEY")
-        run.run("INSERT INTO eds_t_scope_account SELECT account_id FROM eds_t_match_account")
-        run.analyze("eds_t_scope_account")
+    run.full_rescore_start()
+    accounts = accounts_alongside_start(run)
+    try:
+        return _rescore_everyone_scored(run, accounts)
+    finally:
+        if accounts is not None:
+            accounts.close()
+
+
+def _rescore_everyone_scored(
+    run: ScoringRun, accounts: AccountsAlongside | None
+) -> tuple[int, int]:
+    """The users, then the accounts: aggregated here, or collected from `accounts`."""
     aggregate(run, USERS)
     # Everyone in scope is here, so p90 comes straight from this run's raw scores.
     run.state.p90, run.state.previous_p90 = percentiles(run, "eds_t_user", "raw", "previous_raw")
@@ -238,7 +246,10 @@ def _rescore_everyone(run: ScoringRun) -> tuple[int, int]:
     if run.filtered:
         delete_out_of_scope(run, "user")
         update_ranks(run, "engagement_userscore")
-    aggregate(run, ACCOUNTS)
+    if accounts is None:
+        aggregate(run, ACCOUNTS)
+    else:
+        accounts.collect(run)
     aggregate_account_members(run)
     write_accounts(run)
     if run.filtered:

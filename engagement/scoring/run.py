@@ -225,10 +225,17 @@ class ScoringRun(WorkspaceRun):
 
     `is_full`: a full rescore (it sees every row, so it also writes percentile ranks).
     `everyone`: a full rescore without an account filter, which needs no scope tables.
+    `own_transaction`: the caller holds no transaction of its own (see __init__).
     """
 
     def __init__(
-        self, *, workspace: Workspace, state: ScoringState, now: datetime, today: date
+        self,
+        *,
+        workspace: Workspace,
+        state: ScoringState,
+        now: datetime,
+        today: date,
+        own_transaction: bool = False,
     ) -> None:
         window = scoring_window(lookback_days=workspace.lookback_days, today=today)
         # Aggregations over millions of rollups stay in memory instead of spilling to disk.
@@ -259,6 +266,23 @@ class ScoringRun(WorkspaceRun):
         self.window = window
         self.is_full = False
         self.everyone = False
+        # The refresh's transaction is the outermost one: every row it reads but its own writes
+        # is committed, so another connection reads the same (scoring.alongside).
+        self.own_transaction = own_transaction
+
+    def full_rescore_start(self) -> None:
+        """What a full rescore loads before aggregating: the weights, the lineage and, with an
+        account filter, the accounts and users in scope."""
+        self.is_full = True
+        self.everyone = not self.filtered
+        self.load_weights()
+        self.load_lineage()
+        if self.filtered:
+            self.load_matching_accounts()
+            self.load_scoped_users()
+            self.temp("eds_t_scope_account", "account_id BIGINT PRIMARY KEY")
+            self.run("INSERT INTO eds_t_scope_account SELECT account_id FROM eds_t_match_account")
+            self.analyze("eds_t_scope_account")
 
     def load_quoted_names(self) -> str:
         """PostgreSQL: the product's event names with their JSON text, as the %(quoted_names)s
