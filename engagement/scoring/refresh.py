@@ -24,7 +24,7 @@ from engagement.backends import database_backend
 from engagement.models import ScoringState, Workspace
 from engagement.refresh_hooks import ScoresRefreshed, refresh_hooks_run
 from engagement.scoring.aggregation import ACCOUNTS, USERS, aggregate, aggregate_account_members
-from engagement.scoring.alongside import AccountsAlongside, accounts_alongside_start
+from engagement.scoring.alongside import Alongside, accounts_alongside_start, accounts_collect
 from engagement.scoring.changes import (
     activity_kept_since,
     changes_since,
@@ -236,7 +236,7 @@ def _rescore_everyone(run: ScoringRun) -> tuple[int, int]:
 
 
 def _rescore_everyone_scored(
-    run: ScoringRun, accounts: AccountsAlongside | None
+    run: ScoringRun, accounts: Alongside | None
 ) -> tuple[int, int]:
     """The users, then the accounts: aggregated here, or collected from `accounts`."""
     aggregate(run, USERS)
@@ -249,7 +249,7 @@ def _rescore_everyone_scored(
     if accounts is None:
         aggregate(run, ACCOUNTS)
     else:
-        accounts.collect(run)
+        accounts_collect(run, accounts)
     aggregate_account_members(run)
     write_accounts(run)
     if run.filtered:

@@ -105,10 +105,18 @@ class WorkspaceRun(StatementRunner):
     here once: its event weights, its daily cap and the accounts and users its filter admits."""
 
     def __init__(
-        self, workspace: Workspace, params: dict, *, local_settings: tuple[str, ...] = ()
+        self,
+        workspace: Workspace,
+        params: dict,
+        *,
+        local_settings: tuple[str, ...] = (),
+        own_transaction: bool = False,
     ) -> None:
         super().__init__(params, local_settings=local_settings)
         self.workspace = workspace
+        # The job's transaction is its caller's outermost: every row it reads but its own
+        # writes is committed, so another connection reads the same (scoring.alongside).
+        self.own_transaction = own_transaction
         self.cap = workspace.daily_event_cap
         self.filtered = bool(workspace.account_filter)
         # Adoption's denominator: the number of features, else of weighted names (load_weights).
@@ -225,7 +233,7 @@ class ScoringRun(WorkspaceRun):
 
     `is_full`: a full rescore (it sees every row, so it also writes percentile ranks).
     `everyone`: a full rescore without an account filter, which needs no scope tables.
-    `own_transaction`: the caller holds no transaction of its own (see __init__).
+    `own_transaction`: the caller holds no transaction of its own (see WorkspaceRun).
     """
 
     def __init__(
@@ -260,15 +268,13 @@ class ScoringRun(WorkspaceRun):
                 "max_parallel_workers_per_gather = 0",
                 "jit = off",
             ),
+            own_transaction=own_transaction,
         )
         self.state = state
         self.now = now
         self.window = window
         self.is_full = False
         self.everyone = False
-        # The refresh's transaction is the outermost one: every row it reads but its own writes
-        # is committed, so another connection reads the same (scoring.alongside).
-        self.own_transaction = own_transaction
 
     def full_rescore_start(self) -> None:
         """What a full rescore loads before aggregating: the weights, the lineage and, with an
