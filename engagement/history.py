@@ -196,12 +196,20 @@ def _days_build(
     first: datetime.date,
     last: datetime.date,
     stored_until: datetime.date | None,
+    *,
+    own_transaction: bool,
 ) -> tuple[int, int]:
     """Compute and store days first..last (none when first is after last); returns the user
     and account points written."""
     if first > last:
         return 0, 0
-    builder = HistoryBuilder(workspace=workspace, first=first, last=last, stored_until=stored_until)
+    builder = HistoryBuilder(
+        workspace=workspace,
+        first=first,
+        last=last,
+        stored_until=stored_until,
+        own_transaction=own_transaction,
+    )
     try:
         return builder.build()
     finally:
@@ -222,19 +230,32 @@ def score_history_update(
     """
     now = now or timezone.now()
     started = time.monotonic()
+    own_transaction = not connection.in_atomic_block
     with workspace_state_held(ScoreHistoryState, workspace_id) as state:
         if state is None:
             return HistoryResult(workspace_id=workspace_id, mode="busy")
-        result = _update_held(state, workspace_id=workspace_id, now=now, started=started)
+        result = _update_held(
+            state,
+            workspace_id=workspace_id,
+            now=now,
+            started=started,
+            own_transaction=own_transaction,
+        )
     _log_update(result)
     return result
 
 
 def _update_held(
-    state: ScoreHistoryState, *, workspace_id: int, now: datetime.datetime, started: float
+    state: ScoreHistoryState,
+    *,
+    workspace_id: int,
+    now: datetime.datetime,
+    started: float,
+    own_transaction: bool,
 ) -> HistoryResult:
     """The update itself, inside the transaction holding `state` (the workspace's
-    ScoreHistoryState row); `started` is the run's time.monotonic() at its start."""
+    ScoreHistoryState row); `started` is the run's time.monotonic() at its start, and
+    `own_transaction` whether that transaction is its caller's outermost."""
     today = now.astimezone(datetime.UTC).date()
     yesterday = today - datetime.timedelta(days=1)
     horizon = today - datetime.timedelta(days=HISTORY_MAX_DAYS - 1)
@@ -246,7 +267,9 @@ def _update_held(
     first, stored_until = _days_to_build(
         state, rebuild=rebuild, horizon=horizon, noted=noted.values()
     )
-    user_points, account_points = _days_build(workspace, first, yesterday, stored_until)
+    user_points, account_points = _days_build(
+        workspace, first, yesterday, stored_until, own_transaction=own_transaction
+    )
     _prune_aged_points(state, workspace_id=workspace_id, horizon=horizon)
     _notes_delete(sorted(noted))
     duration_ms = int((time.monotonic() - started) * 1000)

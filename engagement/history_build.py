@@ -36,11 +36,15 @@ from django.db import connection
 from engagement.history_percentiles import day_percentiles
 from engagement.history_recompute import raw_by_changes, store_differences
 from engagement.models import Workspace
+from engagement.scoring.alongside import alongside_start, rows_copied
 from engagement.scoring.run import WorkspaceRun
 
 # Ranges of up to this many days sum each subject's daily changes (raw_by_changes); longer
 # ones take the one ordered pass over each subject's day totals (raw_by_day).
 DELTA_DAYS = 7
+# The account points computed on another connection (scoring.alongside), copied back.
+_ACCOUNT_ROWS = "eds_h_account_row"
+_ACCOUNT_ROW_COLUMNS = "account_id BIGINT, day DATE, score DOUBLE PRECISION, raw BIGINT"
 
 
 class HistoryBuilder(WorkspaceRun):
@@ -56,6 +60,7 @@ class HistoryBuilder(WorkspaceRun):
         first: datetime.date,
         last: datetime.date,
         stored_until: datetime.date | None = None,
+        own_transaction: bool = False,
     ) -> None:
         super().__init__(
             workspace,
@@ -69,14 +74,60 @@ class HistoryBuilder(WorkspaceRun):
                 ),
             },
             local_settings=(f"work_mem = '{int(settings.SCORING_WORK_MEM_MB)}MB'", "jit = off"),
+            own_transaction=own_transaction,
         )
         self.first, self.last = first, last
+        self.stored_until = stored_until
         self.replacing = stored_until is not None and stored_until >= first
         self.lookback = int(workspace.lookback_days)
 
     def build(self) -> tuple[int, int]:
         """Compute and store the days; returns the user and account points written (or, for
         stored days, changed)."""
+        self.prepare()
+        if (self.last - self.first).days < DELTA_DAYS:
+            raw_by_changes(self)
+            return self.store_users(), self.store_accounts()
+        accounts = alongside_start(self, self._account_rows_alongside)
+        try:
+            self.raw_by_day("user", f"({self.user_points()}) p")
+            if accounts is None:
+                self.accounts_by_day()
+                return self.store_users(), self.store_accounts()
+            users = self.store_users()
+            self.temp(_ACCOUNT_ROWS, _ACCOUNT_ROW_COLUMNS)
+            accounts.collect(self, _ACCOUNT_ROWS)
+            return users, self.store_account_rows(f"SELECT * FROM {_ACCOUNT_ROWS}")
+        finally:
+            if accounts is not None:
+                accounts.close()
+
+    def _account_rows_alongside(self) -> bytes:
+        """On another connection (scoring.alongside): the account points of these days, as
+        rows of _ACCOUNT_ROWS. That side works out the users' days and the days' p90 again,
+        which the accounts' means need, beside this session doing the same for the users."""
+        side = HistoryBuilder(
+            workspace=self.workspace,
+            first=self.first,
+            last=self.last,
+            stored_until=self.stored_until,
+        )
+        try:
+            side.prepare()
+            side.raw_by_day("user", f"({side.user_points()}) p")
+            side.accounts_by_day()
+            day_percentiles(side)
+            side.temp(_ACCOUNT_ROWS, _ACCOUNT_ROW_COLUMNS)
+            side.run(f"INSERT INTO {_ACCOUNT_ROWS} {side.account_rows()}")
+            return rows_copied(side, _ACCOUNT_ROWS)
+        finally:
+            side.close()
+
+    # --- setup ------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """What every build loads first: weights, the accounts and users in scope, the lineage
+        and the days to compute."""
         self.load_weights()
         self.analyze("eds_t_weight")  # joined to a month of rollups: the planner needs its size
         if self.filtered:
@@ -84,15 +135,6 @@ class HistoryBuilder(WorkspaceRun):
             self.load_scoped_users()
         self.load_lineage()
         self.load_days()
-        if (self.last - self.first).days < DELTA_DAYS:
-            raw_by_changes(self)
-        else:
-            self.raw_by_day("user", f"({self.user_points()}) p")
-            self.account_points()
-            self.raw_by_day("account", "eds_h_account_points")
-        return self.store_users(), self.store_accounts()
-
-    # --- setup ------------------------------------------------------------------------------
 
     def load_days(self) -> None:
         """The days to compute, as a table."""
@@ -264,6 +306,11 @@ class HistoryBuilder(WorkspaceRun):
             HAVING SUM(e.counted * COALESCE(w.weight, 1)) > 0
         """
 
+    def accounts_by_day(self) -> None:
+        """eds_h_account_day: each account's raw score of each day on which it is not zero."""
+        self.account_points()
+        self.raw_by_day("account", "eds_h_account_points")
+
     def account_points(self) -> None:
         """eds_h_account_points: each account's weighted points of each day with any (its
         number n); in a hierarchy, its descendants' too."""
@@ -307,6 +354,12 @@ class HistoryBuilder(WorkspaceRun):
         )
 
     def store_accounts(self) -> int:
+        return self.store_account_rows(self.account_rows())
+
+    def account_rows(self) -> str:
+        """A SELECT of each account's point of each day (account_id, day, score, raw), from the
+        users' days (eds_h_user_day), the days' p90 (eds_h_p90) and the accounts' own days
+        (eds_h_account_day)."""
         in_scope = (
             "JOIN eds_t_match_account s ON s.account_id = m.account_id" if self.filtered else ""
         )
@@ -337,7 +390,7 @@ class HistoryBuilder(WorkspaceRun):
             """
         )
         score = self.sql.round_half_up("mean")
-        points = f"""
+        return f"""
             SELECT account_id, day, MAX(score) AS score, MAX(raw) AS raw FROM (
                 SELECT account_id, day, {score} AS score, 0 AS raw FROM eds_h_account_mean
                 UNION ALL
@@ -346,6 +399,9 @@ class HistoryBuilder(WorkspaceRun):
             GROUP BY account_id, day
             HAVING MAX(score) > 0 OR MAX(raw) > 0
         """
+
+    def store_account_rows(self, points: str) -> int:
+        """Store the account points `points` selects (account_id, day, score, raw)."""
         if self.replacing:
             return store_differences(self, "account", points)
         return self.run(

@@ -356,10 +356,9 @@ def test_history_is_per_workspace(ada_and_bob, globex):
     assert scores(ada) == [0] * 30
 
 
-@pytest.mark.parametrize("cap", [None, 2])
-def test_every_stored_day_equals_a_rescore_as_of_that_day(acme, cap):
+def several_accounts_activity(acme, *, cap: int | None) -> None:
     """Weights (one excluded), a cap, an account filter, users in several accounts, events
-    without an account: the history of each day is what scoring computed on that day."""
+    without an account, over 12 days with a lookback of 7."""
     configure(
         acme,
         lookback=7,
@@ -385,6 +384,13 @@ def test_every_stored_day_equals_a_rescore_as_of_that_day(acme, cap):
         track("u4", "report", days_ago=8, times=1, account="b"),
         track("u5", "login", days_ago=1, times=1, account="b"),
     )
+
+
+@pytest.mark.parametrize("cap", [None, 2])
+def test_every_stored_day_equals_a_rescore_as_of_that_day(acme, cap):
+    """Weights, a cap, a filter, users in several accounts, events without an account: the
+    history of each day is what scoring computed on that day."""
+    several_accounts_activity(acme, cap=cap)
     workspace = acme.workspace
     expected = assert_built_history_is_rescored(
         workspace, days=14, more_users_than=20, more_accounts_than=10
@@ -451,11 +457,9 @@ def test_generated_activity_stores_what_a_rescore_of_each_day_scores(acme, seed)
     assert_short_ranges_store_the_same(acme.workspace, expected)
 
 
-@pytest.mark.parametrize("account_filter", [None, {"plan": "pro"}])
-def test_a_parents_history_covers_its_descendants(acme, account_filter):
-    """Company > Workspace > Project (and a second project): each day of a parent's history
-    is what scoring computed on that day, its descendants' events and users included (a user
-    in two of them counted once); with a filter only the company and one project qualify."""
+def hierarchy_activity(acme, *, account_filter: dict | None) -> None:
+    """Company > Workspace > Project (and a second project), a user in two of them, over 9
+    days with a lookback of 5; with the filter only the company and one project qualify."""
     configure(acme, lookback=5, cap=3, weights={"report": 2}, account_filter=account_filter)
     pro = {"plan": "pro"}
     apply(
@@ -473,6 +477,13 @@ def test_a_parents_history_covers_its_descendants(acme, account_filter):
         track("qa", "login", days_ago=4, times=1, account="project-2"),
         track("qa", "report", days_ago=2, times=3),
     )
+
+
+@pytest.mark.parametrize("account_filter", [None, {"plan": "pro"}])
+def test_a_parents_history_covers_its_descendants(acme, account_filter):
+    """Each day of a parent's history is what scoring computed on that day, its descendants'
+    events and users included (a user in two of them counted once)."""
+    hierarchy_activity(acme, account_filter=account_filter)
     expected = assert_built_history_is_rescored(
         acme.workspace, days=10, more_users_than=10, more_accounts_than=8
     )

@@ -1,0 +1,73 @@
+"""A history build's account points computed on a second connection (engagement/scoring/
+alongside.py): each stored day is still what a rescore as of that day scored, a recompute of
+stored days writes only what differs, and a caller's uncommitted events are never missed."""
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from engagement.history import score_history_update
+from engagement.history_build import HistoryBuilder
+from engagement.models import AccountScoreDay, UserScoreDay
+from tests.engagement.helpers import apply, group, track
+from tests.engagement.test_history import (
+    assert_built_history_is_rescored,
+    day,
+    hierarchy_activity,
+    several_accounts_activity,
+    stored_points,
+)
+
+# A second connection sees only committed rows: these tests commit theirs (PostgreSQL only).
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+
+
+def means_computed_here(queries) -> int:
+    """How many account means the job's own connection computed."""
+    return sum("INSERT INTO eds_h_account_mean" in q["sql"] for q in queries)
+
+
+@pytest.mark.parametrize(
+    "activity",
+    [
+        lambda acme: several_accounts_activity(acme, cap=2),
+        lambda acme: hierarchy_activity(acme, account_filter={"plan": "pro"}),
+    ],
+    ids=["several-accounts", "hierarchy"],
+)
+def test_every_day_built_alongside_equals_a_rescore_as_of_that_day(acme, settings, activity):
+    settings.SCORING_ACCOUNTS_ALONGSIDE = True
+    activity(acme)
+
+    with CaptureQueriesContext(connection) as queries:
+        expected = assert_built_history_is_rescored(
+            acme.workspace, days=12, more_users_than=10, more_accounts_than=8
+        )
+
+    assert means_computed_here(queries) == 0
+    # A recompute of eight stored days (one point wrong, one missing) rewrites just those two.
+    workspace = acme.workspace
+    UserScoreDay.objects.filter(workspace=workspace, day=day(5)).update(engagement_score=1)
+    AccountScoreDay.objects.filter(workspace=workspace, day=day(3)).first().delete()
+    with transaction.atomic():
+        builder = HistoryBuilder(
+            workspace=workspace, first=day(8), last=day(1), stored_until=day(1),
+            own_transaction=True,
+        )
+        try:
+            written = builder.build()
+        finally:
+            builder.close()
+    assert written[1] == 1
+    assert stored_points(workspace) == expected
+
+
+def test_a_callers_uncommitted_events_count_for_their_accounts(acme, settings):
+    settings.SCORING_ACCOUNTS_ALONGSIDE = True
+    several_accounts_activity(acme, cap=None)
+    with transaction.atomic():
+        apply(acme, group("u9", "z", {"plan": "pro"}), track("u9", "report", days_ago=3))
+        score_history_update(workspace_id=acme.workspace.id)
+        accounts = {a for (a, _day) in stored_points(acme.workspace)[1]}
+
+    assert acme.product.accounts.get(tracking_id="z").id in accounts
