@@ -4,10 +4,10 @@
 PostgreSQL runs one statement on one core, and both jobs' account figures read the rollups again
 without needing what the users' part computes (a history build's accounts need the day's p90,
 which the second connection works out for itself). Beside the users' part, on the machine's other
-core, they leave the job's critical path (docs/scoring.md). The second connection imports the
-job's snapshot, so users and accounts are computed from the same rollups, and its result comes
-back into a temporary table of the job's session by COPY, through this process; the job alone
-writes.
+core, they leave the job's critical path (docs/scoring.md). The second connection imports a
+snapshot the job exports as its users' part starts, so it reads every row committed before then
+(a refresh's watermark, taken earlier, stays behind it), and its result comes back into a
+temporary table of the job's session by COPY, through this process; the job alone writes.
 
 Only when the job's transaction is its caller's outermost: another connection sees only committed
 rows, and a caller's own transaction may hold rows it has not committed (a test's, or a
