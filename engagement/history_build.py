@@ -12,9 +12,9 @@ against a full rescore run as of that day.
 Computing D after D one window at a time would read the rollups once per day. Instead each
 (user, day) total enters the raw score on its day and leaves it `lookback` days later, so the raw
 score changes only on those days: one ordered pass over each user's day totals gives the raw
-score from each change to the next, and each such stretch becomes one row per day it covers. A
-month of history for a million users is then one pass over a month and a lookback of rollups. Up
-to a week (the daily step, a recompute after late events) needs no ordering of every day total:
+score from each change to the next, and each such stretch becomes one row per day it covers
+(engagement/history_stretches.py). A month of history for a million users is then one pass
+over a month and a lookback of rollups. Up to a week (the daily step, a recompute after late events) needs no ordering of every day total:
 each rollup row gives its subjects a change on its first day and on the day it leaves the window,
 and a subject's changes summed in day order are its raw scores, users and accounts from the
 same pass over the rollups. Days that already hold points (a recompute after late events) are
@@ -35,6 +35,7 @@ from django.db import connection
 
 from engagement.history_percentiles import day_percentiles
 from engagement.history_recompute import raw_by_changes, store_differences
+from engagement.history_stretches import raw_by_day
 from engagement.models import Workspace
 from engagement.scoring.alongside import alongside_start, rows_copied
 from engagement.scoring.run import WorkspaceRun
@@ -90,7 +91,7 @@ class HistoryBuilder(WorkspaceRun):
             return self.store_users(), self.store_accounts()
         accounts = alongside_start(self, self._account_rows_alongside)
         try:
-            self.raw_by_day("user", f"({self.user_points()}) p")
+            raw_by_day(self, "user", f"({self.user_points()}) p")
             if accounts is None:
                 self.accounts_by_day()
                 return self.store_users(), self.store_accounts()
@@ -114,7 +115,7 @@ class HistoryBuilder(WorkspaceRun):
         )
         try:
             side.prepare()
-            side.raw_by_day("user", f"({side.user_points()}) p")
+            raw_by_day(side, "user", f"({side.user_points()}) p")
             side.accounts_by_day()
             day_percentiles(side)
             side.temp(_ACCOUNT_ROWS, _ACCOUNT_ROW_COLUMNS)
@@ -154,127 +155,6 @@ class HistoryBuilder(WorkspaceRun):
         """`day` as its number of days after the first day computed (negative before it)."""
         return self.sql.days_between(day, "%(first)s")
 
-    def raw_by_day(self, kind: str, points: str) -> None:
-        """From `points` (a table or an aliased subquery of <kind>_id, day number n and the
-        subject's weighted points of that day) to eds_h_<kind>_day: the raw score of every day
-        first..last on which it is not zero.
-
-        A day's points count from that day until `lookback` days later, so a subject's raw score
-        only changes on a day with points (an entry) or `lookback` days after one (an exit).
-        One ordered pass over the points (window functions, every frame over the same order)
-        gives, for each entry, the raw score from it to the next change, and the same for its
-        exit; each such stretch is then spread over the days it covers.
-        """
-        out = f"eds_h_{kind}_day"
-        self.temp(out, f"{kind}_id BIGINT, day DATE, raw BIGINT")
-        stretches = self.stretches_sql(kind, points)
-        if not self.sql.postgres:
-            self.spread_stretches_by_join(kind, stretches)
-        else:
-            # The users' points are grouped in user and day order (one sort of the rollups)
-            # and reach the window functions in that order. Hashed (the planner's pick from its
-            # estimate of a few hundred thousand groups for nine million), they spilled to disk
-            # and were sorted again (docs/benchmarks.md).
-            with self.hash_aggregation(allowed=False):
-                self.spread_stretches_by_series(kind, stretches)
-        self.analyze(out)
-
-    def stretches_sql(self, kind: str, points: str) -> str:
-        """A SELECT of each row of `points` (raw_by_day) as its two stretches: the entry's (from
-        day n to entry_stop, exclusive, at entry_raw) and the exit's (from day n + lookback to
-        exit_stop, at exit_raw)."""
-        column = f"{kind}_id"
-        look = self.lookback
-        ordered = f"PARTITION BY {column} ORDER BY n"
-        # The entry's window (n-lookback, n] and the exit's (n, n+lookback]; the next entry
-        # after the exit is the first of (n+lookback, ...).
-        entry = f"({ordered} RANGE BETWEEN {look - 1} PRECEDING AND CURRENT ROW)"
-        exit_ = f"({ordered} RANGE BETWEEN 1 FOLLOWING AND {look} FOLLOWING)"
-        after_exit = f"({ordered} RANGE BETWEEN {look + 1} FOLLOWING AND UNBOUNDED FOLLOWING)"
-        # The raw score changes next at the next entry or at the earliest exit still to come:
-        # that of the oldest entry in the window (from an entry), of the next entry (from an
-        # exit). An exit on the day of an entry is that entry's stretch (raw 0 here).
-        return f"""
-            SELECT {column}, n,
-                CASE WHEN next_n IS NOT NULL AND next_n < oldest_n + {look}
-                    THEN next_n ELSE oldest_n + {look} END AS entry_stop,
-                entry_raw,
-                CASE WHEN after_exit_n IS NOT NULL AND after_exit_n < next_n + {look}
-                    THEN after_exit_n ELSE next_n + {look} END AS exit_stop,
-                CASE WHEN last_in_exit = n + {look} THEN 0
-                    ELSE COALESCE(exit_raw, 0) END AS exit_raw
-            FROM (
-                SELECT {column}, n,
-                    LEAD(n) OVER ({ordered}) AS next_n,
-                    CAST(SUM(points) OVER {entry} AS BIGINT) AS entry_raw,
-                    FIRST_VALUE(n) OVER {entry} AS oldest_n,
-                    CAST(SUM(points) OVER {exit_} AS BIGINT) AS exit_raw,
-                    LAST_VALUE(n) OVER {exit_} AS last_in_exit,
-                    FIRST_VALUE(n) OVER {after_exit} AS after_exit_n
-                FROM {points}
-            ) w
-        """
-
-    def clipped_days(self, raw: str, start: str, stop: str) -> str:
-        """SQL for how many days of a stretch (day numbers `start` to `stop`, `stop` excluded)
-        fall within first..last; 0 when its raw score (`raw`) is not above 0."""
-        span = (self.last - self.first).days
-        return (
-            f"CASE WHEN {raw} > 0 THEN "
-            f"GREATEST(LEAST({stop}, {span + 1}) - GREATEST({start}, 0), 0) ELSE 0 END"
-        )
-
-    def spread_stretches_by_series(self, kind: str, stretches: str) -> None:
-        """PostgreSQL: eds_h_<kind>_day from the stretches."""
-        column, look = f"{kind}_id", self.lookback
-        # One statement; the days come out subject by subject, the order of the history's
-        # primary key. A row's entry and exit stretches, clipped to the range, are counted
-        # off by one generate_series (11 s less than a row per stretch over a month of a
-        # million users, most stretches being a day or two); days are offsets from the
-        # first, not dates, which generate_series would take through timestamps.
-        entry_days = self.clipped_days("entry_raw", "n", "entry_stop")
-        exit_days = self.clipped_days("exit_raw", f"n + {look}", "exit_stop")
-        self.run(
-            f"""
-            INSERT INTO eds_h_{kind}_day ({column}, day, raw)
-            SELECT t.{column}, CAST(%(first)s AS DATE) + CASE WHEN g.k < t.entry_days
-                    THEN t.entry_from + g.k ELSE t.exit_from + g.k - t.entry_days END,
-                CASE WHEN g.k < t.entry_days THEN t.entry_raw ELSE t.exit_raw END
-            FROM (
-                SELECT {column}, entry_raw, exit_raw, GREATEST(n, 0) AS entry_from,
-                    GREATEST(n + {look}, 0) AS exit_from,
-                    {entry_days} AS entry_days, {exit_days} AS exit_days
-                FROM ({stretches}) c
-            ) t
-            CROSS JOIN LATERAL generate_series(0, t.entry_days + t.exit_days - 1) AS g(k)
-            WHERE t.entry_days + t.exit_days > 0
-            """
-        )
-
-    def spread_stretches_by_join(self, kind: str, stretches: str) -> None:
-        """Portable (SQLite): the stretches into a table eds_h_<kind>_change, then each kind of
-        stretch joined to the days it covers (eds_h_day), one statement for the entries and one
-        for the exits."""
-        column, change = f"{kind}_id", f"eds_h_{kind}_change"
-        self.temp(
-            change,
-            f"{column} BIGINT, n INTEGER, entry_stop INTEGER, entry_raw BIGINT, "
-            "exit_stop INTEGER, exit_raw BIGINT",
-        )
-        self.run(f"INSERT INTO {change} {stretches}")
-        for start, stop, raw in (
-            ("c.n", "entry_stop", "entry_raw"),
-            (f"c.n + {self.lookback}", "exit_stop", "exit_raw"),
-        ):
-            self.run(
-                f"""
-                INSERT INTO eds_h_{kind}_day ({column}, day, raw)
-                SELECT c.{column}, d.day, c.{raw} FROM {change} c
-                JOIN eds_h_day d ON d.n >= {start} AND d.n < c.{stop}
-                WHERE c.{raw} > 0
-                """
-            )
-
     # --- longer ranges: each day's points, then their running sums --------------------------
 
     def user_points(self) -> str:
@@ -309,7 +189,7 @@ class HistoryBuilder(WorkspaceRun):
     def accounts_by_day(self) -> None:
         """eds_h_account_day: each account's raw score of each day on which it is not zero."""
         self.account_points()
-        self.raw_by_day("account", "eds_h_account_points")
+        raw_by_day(self, "account", "eds_h_account_points")
 
     def account_points(self) -> None:
         """eds_h_account_points: each account's weighted points of each day with any (its
