@@ -14,12 +14,12 @@ Computing D after D one window at a time would read the rollups once per day. In
 score changes only on those days: one ordered pass over each user's day totals gives the raw
 score from each change to the next, and each such stretch becomes one row per day it covers
 (engagement/history_stretches.py). A month of history for a million users is then one pass
-over a month and a lookback of rollups. Up to a week (the daily step, a recompute after late events) needs no ordering of every day total:
-each rollup row gives its subjects a change on its first day and on the day it leaves the window,
-and a subject's changes summed in day order are its raw scores, users and accounts from the
-same pass over the rollups. Days that already hold points (a recompute after late events) are
-compared with the new ones, and only the points that differ are written. Both are in
-engagement/history_recompute.py.
+over a month and a lookback of rollups. Up to a week (the daily step, a recompute after late
+events) needs no ordering of every day total: each rollup row gives its subjects a change on its
+first day and on the day it leaves the window, and a subject's changes summed in day order are
+its raw scores, users and accounts from the same pass over the rollups. Days that already hold
+points (a recompute after late events) are compared with the new ones, and only the points that
+differ are written. Both are in engagement/history_recompute.py.
 """
 
 # SQL here is assembled from fixed table and column names and dialect snippets; every value is
