@@ -272,8 +272,8 @@ SCORING_ACTIVITY_KEEP_MINUTES = env_int("SCORING_ACTIVITY_KEEP_MINUTES", 30, min
 SCORING_WATERMARK_OVERLAP_SECONDS = env_int("SCORING_WATERMARK_OVERLAP_SECONDS", 30, minimum=0)
 # PostgreSQL work_mem for a refresh's aggregations (SET LOCAL: this transaction only).
 SCORING_WORK_MEM_MB = env_int("SCORING_WORK_MEM_MB", 256, minimum=4)
-# PostgreSQL: a full rescore and a history build of more than a week compute their accounts on a
-# second connection, beside the users (engagement/scoring/alongside.py); off, one connection.
+# PostgreSQL: a full rescore and a history build compute their accounts on a second connection,
+# beside the users (engagement/scoring/alongside.py); off, one connection.
 SCORING_ACCOUNTS_ALONGSIDE = env_bool("SCORING_ACCOUNTS_ALONGSIDE", True)
 # Raw events older than this are deleted (whole daily partitions on PostgreSQL); the daily
 # rollups that scores read are kept.

@@ -19,7 +19,9 @@ events) needs no ordering of every day total: each rollup row gives its subjects
 first day and on the day it leaves the window, and a subject's changes summed in day order are
 its raw scores, users and accounts from the same pass over the rollups. Days that already hold
 points (a recompute after late events) are compared with the new ones, and only the points that
-differ are written. Both are in engagement/history_recompute.py.
+differ are written. Both are in engagement/history_recompute.py. On PostgreSQL, when the build
+is its caller's outermost transaction, the account points of either path are computed on a
+second connection beside the users (engagement/scoring/alongside.py).
 """
 
 # SQL here is assembled from fixed table and column names and dialect snippets; every value is
@@ -34,7 +36,7 @@ from django.conf import settings
 from django.db import connection
 
 from engagement.history_percentiles import day_percentiles
-from engagement.history_recompute import raw_by_changes, store_differences
+from engagement.history_recompute import KINDS, raw_by_changes, store_differences
 from engagement.history_stretches import raw_by_day
 from engagement.models import Workspace
 from engagement.scoring.alongside import alongside_start, rows_copied
@@ -86,15 +88,12 @@ class HistoryBuilder(WorkspaceRun):
         """Compute and store the days; returns the user and account points written (or, for
         stored days, changed)."""
         self.prepare()
-        if (self.last - self.first).days < DELTA_DAYS:
-            raw_by_changes(self)
-            return self.store_users(), self.store_accounts()
         accounts = alongside_start(self, self._account_rows_alongside)
         try:
-            raw_by_day(self, "user", f"({self.user_points()}) p")
             if accounts is None:
-                self.accounts_by_day()
+                self.raw_scores(with_accounts=True)
                 return self.store_users(), self.store_accounts()
+            self.raw_scores(with_accounts=False)
             users = self.store_users()
             self.temp(_ACCOUNT_ROWS, _ACCOUNT_ROW_COLUMNS)
             accounts.collect(self, _ACCOUNT_ROWS)
@@ -115,8 +114,7 @@ class HistoryBuilder(WorkspaceRun):
         )
         try:
             side.prepare()
-            raw_by_day(side, "user", f"({side.user_points()}) p")
-            side.accounts_by_day()
+            side.raw_scores(with_accounts=True)
             day_percentiles(side)
             side.temp(_ACCOUNT_ROWS, _ACCOUNT_ROW_COLUMNS)
             side.run(f"INSERT INTO {_ACCOUNT_ROWS} {side.account_rows()}")
@@ -150,6 +148,16 @@ class HistoryBuilder(WorkspaceRun):
         )
 
     # --- the shared steps ---------------------------------------------------------------------
+
+    def raw_scores(self, *, with_accounts: bool) -> None:
+        """eds_h_user_day (and eds_h_account_day): the raw scores of the days, by the path
+        their number takes."""
+        if (self.last - self.first).days < DELTA_DAYS:
+            raw_by_changes(self, KINDS if with_accounts else ("user",))
+            return
+        raw_by_day(self, "user", f"({self.user_points()}) p")
+        if with_accounts:
+            self.accounts_by_day()
 
     def day_number(self, day: str) -> str:
         """`day` as its number of days after the first day computed (negative before it)."""

@@ -23,10 +23,13 @@ if TYPE_CHECKING:
     from engagement.history_build import HistoryBuilder
 
 
-def raw_by_changes(builder: HistoryBuilder) -> None:
-    """eds_h_user_day and eds_h_account_day for a range of up to DELTA_DAYS days (the daily
-    step, a recompute after late events), in one pass over the rollups of its windows (and,
-    for more than a day, one over those leaving the window within the range).
+KINDS = ("user", "account")
+
+
+def raw_by_changes(builder: HistoryBuilder, kinds: tuple[str, ...] = KINDS) -> None:
+    """eds_h_<kind>_day of each of `kinds` (users, accounts) for a range of up to DELTA_DAYS
+    days (the daily step, a recompute after late events), in one pass over the rollups of its
+    windows (and, for more than a day, one over those leaving the window within the range).
 
     The raw score of the first day is the sum of its window; each later day adds the points
     of its own day and takes off those of the day that left its window. So each rollup row
@@ -37,20 +40,21 @@ def raw_by_changes(builder: HistoryBuilder) -> None:
     The days come out subject by subject, the order of the history's primary key: a
     million new points then go into its index in one pass over it (see raw_by_day).
     """
-    _sum_changes(builder)
-    for kind in ("user", "account"):
+    _sum_changes(builder, kinds)
+    for kind in kinds:
         _raw_from_changes(builder, kind)
-    builder.analyze("eds_h_user_day", "eds_h_account_day")
+    builder.analyze(*(f"eds_h_{kind}_day" for kind in kinds))
 
 
-def _sum_changes(builder: HistoryBuilder) -> None:
-    """eds_h_user_change and eds_h_account_change: each subject's change of raw score on each
-    day number k of the range that has one (k = 0: the first day's whole window)."""
+def _sum_changes(builder: HistoryBuilder, kinds: tuple[str, ...]) -> None:
+    """eds_h_<kind>_change of each of `kinds`: each subject's change of raw score on each day
+    number k of the range that has one (k = 0: the first day's whole window)."""
     look, span = builder.lookback, (builder.last - builder.first).days
+    accounts = "account" in kinds
     changes = f"""
         SELECT p.user_id, p.account_id, CASE WHEN p.n > 0 THEN p.n ELSE 0 END AS k,
             p.user_points, p.account_points
-        FROM ({rollup_points(builder)}) p
+        FROM ({rollup_points(builder, accounts=accounts)}) p
     """
     extra = {}
     if span > 0:
@@ -64,11 +68,11 @@ def _sum_changes(builder: HistoryBuilder) -> None:
             UNION ALL
             SELECT p.user_id, p.account_id, p.n + {look} AS k,
                 -p.user_points AS user_points, -p.account_points AS account_points
-            FROM ({rollup_points(builder, until="%(exits_until)s")}) p
+            FROM ({rollup_points(builder, until="%(exits_until)s", accounts=accounts)}) p
         """
-    for kind in ("user", "account"):
+    for kind in kinds:
         builder.temp(f"eds_h_{kind}_change", f"{kind}_id BIGINT, k INTEGER, points BIGINT")
-    if builder.sql.postgres:
+    if builder.sql.postgres and kinds == KINDS:
         builder.run(
             f"""
             WITH sums AS (
@@ -87,7 +91,8 @@ def _sum_changes(builder: HistoryBuilder) -> None:
             extra,
         )
     else:
-        for kind, where in (("user", ""), ("account", "WHERE x.account_id IS NOT NULL")):
+        for kind in kinds:
+            where = "WHERE x.account_id IS NOT NULL" if kind == "account" else ""
             builder.run(
                 f"""
                 INSERT INTO eds_h_{kind}_change ({kind}_id, k, points)
@@ -96,7 +101,7 @@ def _sum_changes(builder: HistoryBuilder) -> None:
                 """,
                 extra,
             )
-    builder.analyze("eds_h_day", "eds_h_user_change", "eds_h_account_change")
+    builder.analyze("eds_h_day", *(f"eds_h_{kind}_change" for kind in kinds))
 
 
 def _raw_from_changes(builder: HistoryBuilder, kind: str) -> None:
@@ -120,11 +125,14 @@ def _raw_from_changes(builder: HistoryBuilder, kind: str) -> None:
     )
 
 
-def rollup_points(builder: HistoryBuilder, *, until: str = "%(last)s") -> str:
+def rollup_points(
+    builder: HistoryBuilder, *, until: str = "%(last)s", accounts: bool = True
+) -> str:
     """Every rollup row in the window of a day first..last (up to the day `until`, SQL), with
     its day's number n and the weighted points it gives its user and its account (0 to one out
     of scope); in a hierarchy, a row for each of the account's ancestors too, giving its points
-    to that account only."""
+    to that account only. Without `accounts`, the rows of users in scope, their accounts' points
+    left at 0 and the lineage not followed."""
     weight = "COALESCE(w.weight, 1)"
     if builder.cap is None:
         user_points = f"r.count * {weight}"
@@ -136,9 +144,11 @@ def rollup_points(builder: HistoryBuilder, *, until: str = "%(last)s") -> str:
             f"CASE WHEN ROW_NUMBER() OVER ({same} ORDER BY r.account_key) = 1 "
             f"THEN {builder.capped(f'SUM(r.count) OVER ({same})')} * {weight} ELSE 0 END"
         )
-    account_points = f"{builder.capped('r.count')} * {weight}"
+    account_points = f"{builder.capped('r.count')} * {weight}" if accounts else "0"
     joins, scoped, account_in_scope = "", "", "r.account_id IS NOT NULL"
-    if builder.filtered:
+    if builder.filtered and not accounts:
+        joins = "JOIN eds_t_scope_user su ON su.user_id = r.user_id"
+    elif builder.filtered:
         # The rows of users in scope, and those of accounts in scope whoever sent them (in a
         # hierarchy, an account's scope is decided per ancestor: _up_the_lineage).
         joins = "LEFT JOIN eds_t_scope_user su ON su.user_id = r.user_id"
@@ -157,7 +167,7 @@ def rollup_points(builder: HistoryBuilder, *, until: str = "%(last)s") -> str:
         WHERE r.product_id = %(product)s
         AND r.day >= %(rollup_start)s AND r.day <= {until} {scoped}
     """
-    return _up_the_lineage(builder, rows) if builder.lineage else rows
+    return _up_the_lineage(builder, rows) if builder.lineage and accounts else rows
 
 
 def _up_the_lineage(builder: HistoryBuilder, rows: str) -> str:

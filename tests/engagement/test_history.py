@@ -4,6 +4,7 @@ import random
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from django.db import transaction
 
 from config.celery import app
 from engagement.history import (
@@ -398,14 +399,18 @@ def test_every_stored_day_equals_a_rescore_as_of_that_day(acme, cap):
     assert_short_ranges_store_the_same(workspace, expected)
 
 
-def assert_short_ranges_store_the_same(workspace, expected: tuple[dict, dict]) -> None:
+def assert_short_ranges_store_the_same(
+    workspace, expected: tuple[dict, dict], *, own_transaction: bool = False
+) -> None:
     """The path of up to a week (each subject's changes summed) stores the same points as the
     full build: for the daily step (days stored afresh), and for a recompute of stored days
-    where some points are wrong, some missing and one is extra (only differences written)."""
+    where some points are wrong, some missing and one is extra (only differences written).
+    With own_transaction each build is its caller's outermost transaction (its accounts may
+    then be computed on a second connection)."""
     for first_ago in (1, 2, 7):
         UserScoreDay.objects.filter(workspace=workspace, day__gte=day(first_ago)).delete()
         AccountScoreDay.objects.filter(workspace=workspace, day__gte=day(first_ago)).delete()
-        build(workspace, first=day(first_ago))
+        build(workspace, first=day(first_ago), own_transaction=own_transaction)
         assert stored_points(workspace) == expected
     UserScoreDay.objects.filter(workspace=workspace, day=day(5)).update(engagement_score=1)
     AccountScoreDay.objects.filter(workspace=workspace, day=day(3)).delete()
@@ -414,18 +419,22 @@ def assert_short_ranges_store_the_same(workspace, expected: tuple[dict, dict]) -
     UserScoreDay.objects.create(
         user=quiet, workspace=workspace, day=day(6), engagement_score=5, raw_score=1
     )
-    build(workspace, first=day(6), stored_until=day(1))
+    build(workspace, first=day(6), stored_until=day(1), own_transaction=own_transaction)
     assert stored_points(workspace) == expected
 
 
-def build(workspace, *, first: date, stored_until: date | None = None) -> None:
-    builder = HistoryBuilder(
-        workspace=workspace, first=first, last=day(1), stored_until=stored_until
-    )
-    try:
-        builder.build()
-    finally:
-        builder.close()
+def build(
+    workspace, *, first: date, stored_until: date | None = None, own_transaction: bool = False
+) -> None:
+    with transaction.atomic():
+        builder = HistoryBuilder(
+            workspace=workspace, first=first, last=day(1), stored_until=stored_until,
+            own_transaction=own_transaction,
+        )
+        try:
+            builder.build()
+        finally:
+            builder.close()
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

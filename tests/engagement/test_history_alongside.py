@@ -12,6 +12,7 @@ from engagement.models import AccountScoreDay, UserScoreDay
 from tests.engagement.helpers import apply, group, track
 from tests.engagement.test_history import (
     assert_built_history_is_rescored,
+    assert_short_ranges_store_the_same,
     day,
     hierarchy_activity,
     several_accounts_activity,
@@ -62,12 +63,41 @@ def test_every_day_built_alongside_equals_a_rescore_as_of_that_day(acme, setting
     assert stored_points(workspace) == expected
 
 
-def test_a_callers_uncommitted_events_count_for_their_accounts(acme, settings):
+@pytest.mark.parametrize(
+    "activity",
+    [
+        lambda acme: several_accounts_activity(acme, cap=2),
+        lambda acme: hierarchy_activity(acme, account_filter={"plan": "pro"}),
+    ],
+    ids=["several-accounts", "hierarchy"],
+)
+def test_days_up_to_a_week_computed_alongside_store_the_same(acme, settings, activity):
+    """The daily step and a recompute after late events (the path of up to a week) compute
+    their account points on the second connection too, and store what the full build does."""
+    settings.SCORING_ACCOUNTS_ALONGSIDE = True
+    activity(acme)
+    expected = assert_built_history_is_rescored(
+        acme.workspace, days=12, more_users_than=10, more_accounts_than=8
+    )
+
+    with CaptureQueriesContext(connection) as queries:
+        assert_short_ranges_store_the_same(acme.workspace, expected, own_transaction=True)
+
+    assert means_computed_here(queries) == 0
+
+
+@pytest.mark.parametrize("history", ["never built", "built"])
+def test_a_callers_uncommitted_events_count_for_their_accounts(acme, settings, history):
+    """A rebuild (more than a week) or a recompute after late events (less) run in a caller's
+    transaction: the account of an event that transaction added still gets its points."""
     settings.SCORING_ACCOUNTS_ALONGSIDE = True
     several_accounts_activity(acme, cap=None)
+    if history == "built":
+        score_history_update(workspace_id=acme.workspace.id)
     with transaction.atomic():
         apply(acme, group("u9", "z", {"plan": "pro"}), track("u9", "report", days_ago=3))
-        score_history_update(workspace_id=acme.workspace.id)
+        result = score_history_update(workspace_id=acme.workspace.id)
         accounts = {a for (a, _day) in stored_points(acme.workspace)[1]}
 
+    assert result.mode == ("rebuilt" if history == "never built" else "updated")
     assert acme.product.accounts.get(tracking_id="z").id in accounts
