@@ -1,0 +1,70 @@
+"""Two refreshes of one segment at once (PostgreSQL): members are added by a plain insert, and
+when another session adds one of them first, the refresh still adds the rest, once each."""
+
+import threading
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from engagement.models import Segment, SegmentMember, SegmentMembershipChange
+from engagement.scoring import workspace_rescore
+from engagement.segments import segment_refresh
+from tests.conftest import make_tenant
+from tests.engagement.helpers import apply, group, track
+
+pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
+
+
+def add_member_in_another_session(
+    segment: Segment, account_id: int, added: threading.Event, commit: threading.Event
+) -> threading.Thread:
+    """Another session adds the account to the segment and commits once `commit` is set."""
+
+    def run() -> None:
+        try:
+            with transaction.atomic():
+                SegmentMember.objects.create(
+                    segment=segment, account_id=account_id, joined_at=timezone.now()
+                )
+                added.set()
+                commit.wait(10)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert added.wait(10)
+    return thread
+
+
+def test_a_member_another_refresh_added_first_is_skipped_and_the_rest_join():
+    initech = make_tenant("Initech")
+    apply(
+        initech,
+        *(group(f"u{n}", f"acct-{n}") for n in range(3)),
+        *(track(f"u{n}", "Login") for n in range(3)),
+    )
+    workspace_rescore(workspace_id=initech.workspace.id)
+    segment = Segment.objects.create(
+        workspace=initech.workspace,
+        name="everyone",
+        target=Segment.Target.ACCOUNTS,
+        conditions=[{"field": "metric:engagement_score", "operator": "greater_than", "value": -1}],
+    )
+    first = initech.product.accounts.get(tracking_id="acct-0")
+    added, commit = threading.Event(), threading.Event()
+    thread = add_member_in_another_session(segment, first.id, added, commit)
+    # The refresh's insert waits on the other session's row until it commits, then finds it.
+    threading.Timer(0.5, commit.set).start()
+    try:
+        joined, left = segment_refresh(segment=segment)
+    finally:
+        commit.set()
+        thread.join(10)
+
+    assert (joined, left) == (2, 0)
+    members = SegmentMember.objects.filter(segment=segment)
+    assert sorted(m.account.tracking_id for m in members) == ["acct-0", "acct-1", "acct-2"]
+    logged = SegmentMembershipChange.objects.filter(segment=segment, change="joined")
+    assert sorted(c.account.tracking_id for c in logged) == ["acct-1", "acct-2"]
