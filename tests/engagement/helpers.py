@@ -1,7 +1,12 @@
 """Builders for scoring tests: messages go through the real apply path (users, links, rollups)."""
 
 import functools
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
+
+from django.db import connection
 
 from engagement.erasure import erasure_request, erasure_run
 from engagement.models import Erasure
@@ -74,3 +79,25 @@ def erase(tenant, target, kind: str = Erasure.Kind.USER, **extra) -> Erasure:
         **extra,
     )
     return erasure_run(erasure_id=erasure.id)
+
+
+def held_in_another_session(
+    hold: Callable[[], AbstractContextManager], release: threading.Event
+) -> threading.Thread:
+    """Enter `hold()` on another thread, in that thread's own database session, and stay in it
+    until `release` is set (10 s at most); returns once it is entered. The caller sets
+    `release` and joins the thread."""
+    entered = threading.Event()
+
+    def run() -> None:
+        try:
+            with hold():
+                entered.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert entered.wait(10)
+    return thread

@@ -23,12 +23,8 @@ from tests.engagement.test_history import (
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
 
-def means_computed_here(queries) -> int:
-    """How many account means the job's own connection computed."""
-    return sum("INSERT INTO eds_h_account_mean" in q["sql"] for q in queries)
-
-
-@pytest.mark.parametrize(
+# Several accounts with a cap; a three-level hierarchy under an account filter.
+each_activity = pytest.mark.parametrize(
     "activity",
     [
         lambda acme: several_accounts_activity(acme, cap=2),
@@ -36,6 +32,14 @@ def means_computed_here(queries) -> int:
     ],
     ids=["several-accounts", "hierarchy"],
 )
+
+
+def means_computed_here(queries) -> int:
+    """How many account means the job's own connection computed."""
+    return sum("INSERT INTO eds_h_account_mean" in q["sql"] for q in queries)
+
+
+@each_activity
 def test_every_day_built_alongside_equals_a_rescore_as_of_that_day(acme, settings, activity):
     settings.SCORING_ACCOUNTS_ALONGSIDE = True
     activity(acme)
@@ -63,14 +67,7 @@ def test_every_day_built_alongside_equals_a_rescore_as_of_that_day(acme, setting
     assert stored_points(workspace) == expected
 
 
-@pytest.mark.parametrize(
-    "activity",
-    [
-        lambda acme: several_accounts_activity(acme, cap=2),
-        lambda acme: hierarchy_activity(acme, account_filter={"plan": "pro"}),
-    ],
-    ids=["several-accounts", "hierarchy"],
-)
+@each_activity
 def test_days_up_to_a_week_computed_alongside_store_the_same(acme, settings, activity):
     """The daily step and a recompute after late events (the path of up to a week) compute
     their account points on the second connection too, and store what the full build does."""

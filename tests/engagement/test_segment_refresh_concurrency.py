@@ -2,40 +2,30 @@
 when another session adds one of them first, the refresh still adds the rest, once each."""
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from engagement.models import Segment, SegmentMember, SegmentMembershipChange
 from engagement.scoring import workspace_rescore
 from engagement.segments import segment_refresh
 from tests.conftest import make_tenant
-from tests.engagement.helpers import apply, group, track
+from tests.engagement.helpers import apply, group, held_in_another_session, track
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
 
-def add_member_in_another_session(
-    segment: Segment, account_id: int, added: threading.Event, commit: threading.Event
-) -> threading.Thread:
-    """Another session adds the account to the segment and commits once `commit` is set."""
-
-    def run() -> None:
-        try:
-            with transaction.atomic():
-                SegmentMember.objects.create(
-                    segment=segment, account_id=account_id, joined_at=timezone.now()
-                )
-                added.set()
-                commit.wait(10)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    assert added.wait(10)
-    return thread
+@contextmanager
+def member_added(segment: Segment, account_id: int) -> Iterator[None]:
+    """The account added to the segment in a transaction, committed on leaving."""
+    with transaction.atomic():
+        SegmentMember.objects.create(
+            segment=segment, account_id=account_id, joined_at=timezone.now()
+        )
+        yield
 
 
 def test_a_member_another_refresh_added_first_is_skipped_and_the_rest_join():
@@ -53,8 +43,8 @@ def test_a_member_another_refresh_added_first_is_skipped_and_the_rest_join():
         conditions=[{"field": "metric:engagement_score", "operator": "greater_than", "value": -1}],
     )
     first = initech.product.accounts.get(tracking_id="acct-0")
-    added, commit = threading.Event(), threading.Event()
-    thread = add_member_in_another_session(segment, first.id, added, commit)
+    commit = threading.Event()
+    thread = held_in_another_session(lambda: member_added(segment, first.id), commit)
     # The refresh's insert waits on the other session's row until it commits, then finds it.
     threading.Timer(0.5, commit.set).start()
     try:

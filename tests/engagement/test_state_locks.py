@@ -2,33 +2,26 @@
 workspace answers "busy" at once, and runs once that one has finished."""
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
-from django.db import connection
 
 from engagement.history import score_history_update
 from engagement.models import ScoreHistoryState, ScoringState
 from engagement.scoring import workspace_refresh
 from engagement.scoring.locks import workspace_state_held
 from tests.conftest import make_tenant
+from tests.engagement.helpers import held_in_another_session
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
 
-def hold_in_another_session(model, workspace_id: int, held: threading.Event, done: threading.Event):
-    def run() -> None:
-        try:
-            with workspace_state_held(model, workspace_id) as state:
-                assert state is not None
-                held.set()
-                done.wait(10)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    assert held.wait(10)
-    return thread
+@contextmanager
+def workspace_held(model, workspace_id: int) -> Iterator[None]:
+    with workspace_state_held(model, workspace_id) as state:
+        assert state is not None
+        yield
 
 
 @pytest.mark.parametrize(
@@ -41,8 +34,8 @@ def hold_in_another_session(model, workspace_id: int, held: threading.Event, don
 )
 def test_a_second_run_answers_busy_while_the_first_holds_the_workspace(model, run):
     initech = make_tenant("Initech")
-    held, done = threading.Event(), threading.Event()
-    thread = hold_in_another_session(model, initech.workspace.id, held, done)
+    done = threading.Event()
+    thread = held_in_another_session(lambda: workspace_held(model, initech.workspace.id), done)
     try:
         assert run(initech.workspace.id).mode == "busy"
     finally:
