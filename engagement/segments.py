@@ -20,7 +20,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, QuerySet, Sum
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -260,8 +260,26 @@ def segment_refresh(
         leave_params=[segment.id, *among_ids, *params],
         join_params=[*params, segment.id],
     )
+    try:
+        return _members_update(segment, statements, now)
+    except IntegrityError:
+        # A concurrent refresh of this segment committed some of the same new members first:
+        # everything this one did was rolled back with its (sub)transaction; once more,
+        # skipping those members.
+        return _members_update(segment, statements, now, skip_added_meanwhile=True)
+
+
+def _members_update(
+    segment: Segment,
+    statements: SegmentStatements,
+    now: datetime,
+    *,
+    skip_added_meanwhile: bool = False,
+) -> tuple[int, int]:
     with transaction.atomic():
-        changed = database_backend().segment_members_update(statements)
+        changed = database_backend().segment_members_update(
+            statements, skip_added_meanwhile=skip_added_meanwhile
+        )
         # Not save(): updated_at tells when the conditions changed, and stays.
         Segment.objects.filter(id=segment.id).update(members_refreshed_at=now)
     return changed

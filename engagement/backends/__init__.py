@@ -73,8 +73,12 @@ class DatabaseBackend:
         """Daily event partitions ahead, old ones dropped, older rows deleted."""
         raise NotImplementedError
 
-    def segment_members_update(self, statements: SegmentStatements) -> tuple[int, int]:
-        """Apply a segment's leaves and joins and log each; returns (joined, left)."""
+    def segment_members_update(
+        self, statements: SegmentStatements, *, skip_added_meanwhile: bool = False
+    ) -> tuple[int, int]:
+        """Apply a segment's leaves and joins and log each; returns (joined, left). A member a
+        concurrent refresh of the segment added first may fail the joins with an IntegrityError;
+        with `skip_added_meanwhile` such members are skipped instead."""
         raise NotImplementedError
 
     def score_tables_analyze(self) -> None:

@@ -283,8 +283,11 @@ class PortableBackend(DatabaseBackend):
         deleted = Event.objects.filter(timestamp__lt=midnight).delete()[0]
         return {"created": 0, "dropped": 0, "deleted": deleted}
 
-    def segment_members_update(self, statements: SegmentStatements) -> tuple[int, int]:
-        # One writer at a time: the log entries first, then the members, in one transaction.
+    def segment_members_update(
+        self, statements: SegmentStatements, *, skip_added_meanwhile: bool = False
+    ) -> tuple[int, int]:
+        # One writer at a time (no member is added meanwhile): the log entries first, then the
+        # members, in one transaction.
         s, names = statements, statements.names
         with connection.cursor() as cursor:
             cursor.execute(

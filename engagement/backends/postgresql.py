@@ -10,8 +10,7 @@ import json
 from collections.abc import Sequence
 from datetime import date
 
-import psycopg
-from django.db import IntegrityError, connection, models, transaction
+from django.db import connection, models, transaction
 
 from engagement.backends import DatabaseBackend, SegmentStatements, pg_events
 from engagement.event_store import StagedTrackIds, StoredEvents
@@ -119,34 +118,27 @@ class PostgresBackend(DatabaseBackend):
                 cursor, today=today, days_ahead=days_ahead, retention_days=retention_days
             )
 
-    def segment_members_update(self, statements: SegmentStatements) -> tuple[int, int]:
+    def segment_members_update(
+        self, statements: SegmentStatements, *, skip_added_meanwhile: bool = False
+    ) -> tuple[int, int]:
         # Each change and its log entry are one statement (a data-modifying WITH), so a
         # concurrent refresh of the same segment cannot log a join or a leave that did not happen.
+        # New members go in by a plain INSERT: `ON CONFLICT DO NOTHING` costs every row a
+        # speculative insertion (a second look in the unique index, a second WAL record), a third
+        # of the time a rescore spends filling a segment, and only a member another refresh added
+        # meanwhile conflicts (the caller then runs again with skip_added_meanwhile).
         s, names = statements, statements.names
+        on_conflict = "ON CONFLICT DO NOTHING" if skip_added_meanwhile else ""
         with connection.cursor() as cursor:
             cursor.execute(
                 _PG_LEAVE.format(gone=s.gone, **names),
                 [*s.leave_params, s.segment_id, s.at],
             )
             left = cursor.rowcount
-            join_params = [s.segment_id, s.at, *s.join_params, s.segment_id, s.at]
-            # A plain INSERT first, in a savepoint: `ON CONFLICT DO NOTHING` costs every row a
-            # speculative insertion (a second look in the unique index, a second WAL record),
-            # a third of the time a rescore spends filling a segment. The new members exclude
-            # those already there; only a concurrent refresh of the same segment that commits
-            # first makes a member a duplicate, and then the statement runs again skipping it.
-            try:
-                with transaction.atomic():
-                    cursor.execute(
-                        _PG_JOIN.format(new=s.new, on_conflict="", **names), join_params
-                    )
-            except IntegrityError as error:
-                if not isinstance(error.__cause__, psycopg.errors.UniqueViolation):
-                    raise
-                cursor.execute(
-                    _PG_JOIN.format(new=s.new, on_conflict="ON CONFLICT DO NOTHING", **names),
-                    join_params,
-                )
+            cursor.execute(
+                _PG_JOIN.format(new=s.new, on_conflict=on_conflict, **names),
+                [s.segment_id, s.at, *s.join_params, s.segment_id, s.at],
+            )
             return cursor.rowcount, left
 
     def score_tables_analyze(self) -> None:
