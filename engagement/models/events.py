@@ -29,8 +29,10 @@ class Event(models.Model):
     The busiest table: append-only, written with COPY, and on PostgreSQL partitioned by day on
     `timestamp` (migration 0003) so retention drops whole partitions (EVENTS_RETENTION_DAYS).
     Its references are kept by the code that writes them, not by the database: foreign-key
-    checks and their indexes cost more per event than everything else together, and a
-    partitioned table's primary key is (id, timestamp). Deletes still cascade through the ORM.
+    checks and their indexes cost more per event than everything else together. On PostgreSQL
+    the table has no key nor any index (migration 0024): nothing reads an event by id, and an
+    index entry per event cost the drain a third of storing it. Deletes still cascade through
+    the ORM, by user or product.
     """
 
     product = models.ForeignKey(
@@ -49,7 +51,7 @@ class Event(models.Model):
         db_index=False,
     )
     name = models.CharField(max_length=255)
-    # No index beyond the primary key: nothing in the service reads raw events by time (scores
+    # No index at all: nothing in the service reads raw events by time (scores
     # come from rollups), retention drops whole daily partitions, and a (product, timestamp)
     # index cost the drain about 2 µs per event, half of storing the event.
     timestamp = models.DateTimeField()
@@ -59,7 +61,8 @@ class EventRollup(models.Model):
     """Daily count per (user, account, event name, day): what scoring reads.
 
     `account_key` is the account id, or 0 for events without an account, so the unique key has no
-    NULL in it and an upsert can add to the count on every database.
+    NULL in it and an upsert can add to the count on every database. On PostgreSQL that key is
+    the table's primary key (migration 0024); `id` is a column with no index.
     """
 
     # No foreign-key constraints or single-column indexes: the apply path upserts these rows by
