@@ -30,9 +30,9 @@ class Event(models.Model):
     `timestamp` (migration 0003) so retention drops whole partitions (EVENTS_RETENTION_DAYS).
     Its references are kept by the code that writes them, not by the database: foreign-key
     checks and their indexes cost more per event than everything else together. On PostgreSQL
-    the table has no key nor any index (migration 0024): nothing reads an event by id, and an
-    index entry per event cost the drain a third of storing it. Deletes still cascade through
-    the ORM, by user or product.
+    the table has no key nor any index (migration 0023): nothing reads an event by id, and the
+    (id, timestamp) key's entry per event cost the drain a third of storing it. `id` is still
+    Django's primary key and every event gets one; deletes cascade through the ORM, by user.
     """
 
     product = models.ForeignKey(
@@ -51,9 +51,9 @@ class Event(models.Model):
         db_index=False,
     )
     name = models.CharField(max_length=255)
-    # No index at all: nothing in the service reads raw events by time (scores
-    # come from rollups), retention drops whole daily partitions, and a (product, timestamp)
-    # index cost the drain about 2 µs per event, half of storing the event.
+    # No index at all: nothing in the service reads raw events by time (scores come from
+    # rollups), retention drops whole daily partitions, and a (product, timestamp) index cost
+    # the drain about 2 µs per event, half of storing the event.
     timestamp = models.DateTimeField()
 
 
@@ -61,8 +61,7 @@ class EventRollup(models.Model):
     """Daily count per (user, account, event name, day): what scoring reads.
 
     `account_key` is the account id, or 0 for events without an account, so the unique key has no
-    NULL in it and an upsert can add to the count on every database. On PostgreSQL that key is
-    the table's primary key (migration 0024); `id` is a column with no index.
+    NULL in it and an upsert can add to the count on every database.
     """
 
     # No foreign-key constraints or single-column indexes: the apply path upserts these rows by

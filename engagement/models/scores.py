@@ -80,11 +80,10 @@ class ScoreFields(models.Model):
 # Score rows are derived data that only the scoring engine writes, from ids it has just joined
 # against their tables; deleting a user, account or workspace still cascades (the ORM does it).
 # Without database-level foreign keys a full rescore skips two deferred checks per row at commit
-# (about 15 s for a million users). Two indexes per table, each write to a million rows paying
-# for both: the unique key, leading with the user (or account) so that it also serves cascading
-# deletes, which on PostgreSQL is the table's primary key (migration 0023: `id` stays Django's
-# primary key, a column with no index, as nothing reads a score row by id); and the ranking,
-# leading with the workspace, which also serves every workspace-wide query.
+# (about 15 s for a million users). Three indexes per table, each write to a million rows paying
+# for every one of them: the primary key; the unique key, leading with the user (or account) so
+# that it also serves cascading deletes; and the ranking, leading with the workspace, which also
+# serves every workspace-wide query.
 
 
 class UserScore(ScoreFields):
