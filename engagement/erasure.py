@@ -327,7 +327,7 @@ def _user_erase(user: User) -> dict[str, int]:
     days = rollups.aggregate(first=Min("day"), last=Max("day"))
     counts = {"users": 0, "events": 0}
     if days["first"] is not None:
-        # Raw events have no index but their key: the rollups say which days hold this user's.
+        # Raw events have no index: the rollups say which days (partitions) hold this user's.
         start, end = _days_bounds(days["first"], days["last"])
         counts["events"] = execute(
             "DELETE FROM engagement_event WHERE product_id = %s AND user_id = %s "
