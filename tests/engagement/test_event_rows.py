@@ -2,13 +2,14 @@
 an id of its own, daily partitions are made without one, and deleting a user still takes its
 events with it."""
 
-from datetime import UTC, date, datetime
+from datetime import date
 
 import pytest
 from django.db import connection
 
 from engagement.models import Event, User
-from engagement.services import Message, event_partitions_maintain, messages_apply
+from engagement.services import event_partitions_maintain
+from tests.engagement.helpers import apply, track
 
 pytestmark = pytest.mark.postgresql
 
@@ -20,20 +21,6 @@ def indexes(table: str) -> list[str]:
     return sorted(name for name, details in found.items() if details["index"])
 
 
-def track(product_id: int, user: str, when: datetime) -> None:
-    messages_apply(
-        product_id=product_id,
-        messages=[
-            Message(
-                message_type="track",
-                timestamp_ms=int(when.timestamp() * 1000),
-                user_id=user,
-                event="Report_Created",
-            )
-        ],
-    )
-
-
 def test_raw_events_and_their_partitions_have_no_index(acme):
     event_partitions_maintain(today=date(2026, 11, 26))
 
@@ -43,9 +30,7 @@ def test_raw_events_and_their_partitions_have_no_index(acme):
 
 
 def test_each_event_gets_an_id_of_its_own_and_leaves_with_its_user(acme):
-    noon = datetime(2026, 11, 26, 12, tzinfo=UTC)
-    for user in ("ada", "ada", "bob"):
-        track(acme.product.id, user, noon)
+    apply(acme, track("ada", "Report_Created", times=2), track("bob", "Report_Created"))
 
     ids = list(Event.objects.values_list("id", flat=True))
     assert len(ids) == len(set(ids)) == 3
