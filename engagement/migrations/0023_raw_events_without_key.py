@@ -5,7 +5,7 @@ from django.db import migrations
 # partitions, and erasure and aliases find a user's rows by product and user. Django still sees
 # `id` as the model's primary key; the column keeps its default, so every event still gets an id
 # of its own. Each drained event wrote an entry in the (id, timestamp) index no query read:
-# storing 300,000 events took 0.48-0.57 s with it and 0.32-0.33 s without (docs/benchmarks.md).
+# storing 300,000 events took 0.48-0.57 s with it and 0.29-0.34 s without (docs/benchmarks.md).
 
 
 def drop_key(apps, schema_editor):
