@@ -32,7 +32,8 @@ class Event(models.Model):
     checks and their indexes cost more per event than everything else together. On PostgreSQL
     the table has no key nor any index (migration 0023): nothing reads an event by id, and the
     (id, timestamp) key's entry per event cost the drain a third of storing it. `id` is still
-    Django's primary key and every event gets one; deletes cascade through the ORM, by user.
+    Django's primary key and every event gets one; deletes cascade through the ORM, by user or
+    product.
     """
 
     product = models.ForeignKey(
