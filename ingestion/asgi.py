@@ -24,7 +24,7 @@ from django.dispatch import receiver
 from django.http.request import split_domain_port, validate_host
 
 from config.api_errors import error_body
-from config.metrics import http_request_count
+from config.metrics import door_answer_count, door_answer_counts_flush
 from config.metrics_files import web_worker_started, web_worker_stopped
 from ingestion import acceptance
 from ingestion.acceptance import http
@@ -190,7 +190,7 @@ def _cors_headers(origin: str | None) -> list[tuple[bytes, bytes]]:
 
 async def _preflight(send: Send, scope: Scope, endpoint_name: str, headers: dict) -> None:
     """OPTIONS: 204 naming the request's origin (any), POST and the headers it asked for."""
-    http_request_count("asgi", _URL_NAMES[endpoint_name], 204)
+    door_answer_count(_URL_NAMES[endpoint_name], 204)
     asked = headers.get("access-control-request-headers", "")
     allowed = _CORS_HEADERS + (f", {asked}" if asked else "")
     answer = [
@@ -219,7 +219,7 @@ async def _respond(
     allow: bytes | None = None,
     origin: str | None = None,
 ) -> None:
-    http_request_count("asgi", _URL_NAMES[endpoint_name], status)
+    door_answer_count(_URL_NAMES[endpoint_name], status)
     headers = [(b"content-length", b"0")]
     payload = b""
     if body is not None:
@@ -331,7 +331,7 @@ class IngestionFrontDoor:
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
         """Django has no lifespan support; this tidies the metrics directory when the server
-        starts and flushes the writer when it stops."""
+        starts, and flushes the writer and the door's counts when it stops."""
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -342,6 +342,7 @@ class IngestionFrontDoor:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await self.writer.close()
+                door_answer_counts_flush()
                 web_worker_stopped(os.getpid())
                 await send({"type": "lifespan.shutdown.complete"})
                 return

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
+from config.metrics import DOOR_COUNTS_FLUSH_SECONDS
 from config.metrics_files import multiprocess_dir_prepare
 from ingestion.asgi import IngestionFrontDoor
 
@@ -97,10 +98,12 @@ def test_django_requests_drains_and_drops_move_the_counters(
     assert value(after, "eds_ingestion_oldest_waiting_age_seconds") == 0
 
 
-def test_the_asgi_door_counts_its_answers(client, metrics_on, db):
-    async def no_fallback(scope, receive, send):
-        raise AssertionError("an ingestion POST must stay at the ASGI door")
+async def _no_fallback(scope, receive, send):
+    raise AssertionError("an ingestion POST must stay at the ASGI door")
 
+
+async def _refused_track(door: IngestionFrontDoor) -> int:
+    """POST /v2/track with no key: the door refuses it before anything is stored."""
     sent: list[dict] = []
 
     async def receive():
@@ -122,17 +125,44 @@ def test_the_asgi_door_counts_its_answers(client, metrics_on, db):
             (b"content-length", b"2"),
         ],
     }
-    before = scrape(client)
-    door = IngestionFrontDoor(no_fallback)
-    asyncio.run(door(scope, receive, send))  # refused before anything is stored
-    after = scrape(client)
+    await door(scope, receive, send)
+    return sent[0]["status"]
 
-    status = sent[0]["status"]
-    assert 400 <= status < 500
+
+def _door_answers(samples_or_registry, status: int) -> float:
     labels = {"door": "asgi", "endpoint": "ingest-v2-track", "status": str(status)}
-    moved = value(after, "eds_http_requests_total", **labels) - value(
-        before, "eds_http_requests_total", **labels
-    )
+    if isinstance(samples_or_registry, CollectorRegistry):
+        return samples_or_registry.get_sample_value("eds_http_requests_total", labels) or 0.0
+    return value(samples_or_registry, "eds_http_requests_total", **labels)
+
+
+def test_the_asgi_door_counts_its_answers(client, metrics_on, db):
+    before = scrape(client)
+    status = asyncio.run(_refused_track(IngestionFrontDoor(_no_fallback)))
+    after = scrape(client)  # a scrape writes this process's waiting counts first
+
+    assert 400 <= status < 500
+    assert _door_answers(after, status) - _door_answers(before, status) >= 1
+
+
+def test_the_door_writes_its_counts_within_a_second_without_a_scrape(settings, db):
+    """On a running event loop the door queues its counts and a timer writes them to the
+    process's file: another process's scrape sees them within DOOR_COUNTS_FLUSH_SECONDS."""
+
+    def on_file(status: int) -> float:
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=str(settings.PROMETHEUS_MULTIPROC_DIR))
+        return _door_answers(registry, status)
+
+    async def answer_then_wait() -> tuple[int, float]:
+        status = await _refused_track(IngestionFrontDoor(_no_fallback))
+        before = on_file(status)
+        await _refused_track(IngestionFrontDoor(_no_fallback))
+        await asyncio.sleep(DOOR_COUNTS_FLUSH_SECONDS + 0.5)
+        return status, on_file(status) - before
+
+    status, moved = asyncio.run(answer_then_wait())
+    assert 400 <= status < 500
     assert moved >= 1
 
 
@@ -172,10 +202,10 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _get(port: int, path: str) -> int:
+def _get(port: int, path: str, method: str = "GET", body: bytes | None = None) -> int:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        connection.request("GET", path)
+        connection.request(method, path, body=body)
         return connection.getresponse().status
     finally:
         connection.close()
@@ -184,8 +214,9 @@ def _get(port: int, path: str) -> int:
 @pytest.mark.e2e
 def test_two_uvicorn_workers_count_into_one_sum_across_a_worker_restart(tmp_path):
     """uvicorn --workers 2 as production runs it: two workers' counts add up, a worker that is
-    killed and replaced keeps its counts in the sum, and a new run of the server removes the
-    files of the previous run's workers (none of them runs any more)."""
+    killed and replaced keeps its counts in the sum, the door's answers of the last second are
+    written when the server stops, and a new run of the server removes the files of the
+    previous run's workers (none of them runs any more)."""
     port = _free_port()
     env = {
         **os.environ,
@@ -229,6 +260,8 @@ def test_two_uvicorn_workers_count_into_one_sum_across_a_worker_restart(tmp_path
             except OSError:
                 assert time.monotonic() < deadline, "uvicorn did not replace the worker"
                 time.sleep(0.1)
+        # Answered by the door (no key: refused), then the server stops at once.
+        refused = [_get(port, "/v2/track", "POST", b"{}") for _ in range(5)]
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
@@ -238,5 +271,8 @@ def test_two_uvicorn_workers_count_into_one_sum_across_a_worker_restart(tmp_path
     MultiProcessCollector(registry, path=str(directory))
     labels = {"door": "django", "endpoint": "unmatched", "status": "404"}
     assert registry.get_sample_value("eds_http_requests_total", labels) == 40
+    assert len(set(refused)) == 1 and 400 <= refused[0] < 500
+    door = {"door": "asgi", "endpoint": "ingest-v2-track", "status": str(refused[0])}
+    assert registry.get_sample_value("eds_http_requests_total", door) == 5
     assert killed in worker_pids() and len(worker_pids()) >= 2
     assert not previous_run.exists()
