@@ -28,7 +28,7 @@ HTTP_REQUESTS = Counter(
     "endpoint (the URL's name) and status code.",
     ["door", "endpoint", "status"],
 )
-_request_counters: dict[tuple[str, str, int], Callable[[], None]] = {}
+_request_counters: dict[tuple[str, str, int], Callable[[float], None]] = {}
 
 
 def http_request_count(door: str, endpoint: str, status: int, count: int = 1) -> None:

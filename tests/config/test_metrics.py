@@ -129,11 +129,8 @@ async def _refused_track(door: IngestionFrontDoor) -> int:
     return sent[0]["status"]
 
 
-def _door_answers(samples_or_registry, status: int) -> float:
-    labels = {"door": "asgi", "endpoint": "ingest-v2-track", "status": str(status)}
-    if isinstance(samples_or_registry, CollectorRegistry):
-        return samples_or_registry.get_sample_value("eds_http_requests_total", labels) or 0.0
-    return value(samples_or_registry, "eds_http_requests_total", **labels)
+def _door_labels(status: int) -> dict[str, str]:
+    return {"door": "asgi", "endpoint": "ingest-v2-track", "status": str(status)}
 
 
 def test_the_asgi_door_counts_its_answers(client, metrics_on, db):
@@ -142,7 +139,11 @@ def test_the_asgi_door_counts_its_answers(client, metrics_on, db):
     after = scrape(client)  # a scrape writes this process's waiting counts first
 
     assert 400 <= status < 500
-    assert _door_answers(after, status) - _door_answers(before, status) >= 1
+    requests = "eds_http_requests_total"
+    moved = value(after, requests, **_door_labels(status)) - value(
+        before, requests, **_door_labels(status)
+    )
+    assert moved >= 1
 
 
 def test_the_door_writes_its_counts_within_a_second_without_a_scrape(settings, db):
@@ -152,7 +153,7 @@ def test_the_door_writes_its_counts_within_a_second_without_a_scrape(settings, d
     def on_file(status: int) -> float:
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=str(settings.PROMETHEUS_MULTIPROC_DIR))
-        return _door_answers(registry, status)
+        return registry.get_sample_value("eds_http_requests_total", _door_labels(status)) or 0.0
 
     async def answer_then_wait() -> tuple[int, float]:
         status = await _refused_track(IngestionFrontDoor(_no_fallback))
@@ -202,7 +203,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _get(port: int, path: str, method: str = "GET", body: bytes | None = None) -> int:
+def _status_of(port: int, path: str, method: str = "GET", body: bytes | None = None) -> int:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         connection.request(method, path, body=body)
@@ -245,23 +246,23 @@ def test_two_uvicorn_workers_count_into_one_sum_across_a_worker_restart(tmp_path
         deadline = time.monotonic() + 30
         while True:
             try:
-                _get(port, "/no-such-page")
+                _status_of(port, "/no-such-page")
                 break
             except OSError:
                 assert time.monotonic() < deadline, "uvicorn did not start"
                 time.sleep(0.2)
-        statuses = [_get(port, "/no-such-page") for _ in range(19)]
+        statuses = [_status_of(port, "/no-such-page") for _ in range(19)]
         killed = sorted(worker_pids())[0]
         os.kill(killed, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while len(statuses) < 39:
             try:
-                statuses.append(_get(port, "/no-such-page"))
+                statuses.append(_status_of(port, "/no-such-page"))
             except OSError:
                 assert time.monotonic() < deadline, "uvicorn did not replace the worker"
                 time.sleep(0.1)
         # Answered by the door (no key: refused), then the server stops at once.
-        refused = [_get(port, "/v2/track", "POST", b"{}") for _ in range(5)]
+        refused = [_status_of(port, "/v2/track", "POST", b"{}") for _ in range(5)]
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
@@ -272,7 +273,6 @@ def test_two_uvicorn_workers_count_into_one_sum_across_a_worker_restart(tmp_path
     labels = {"door": "django", "endpoint": "unmatched", "status": "404"}
     assert registry.get_sample_value("eds_http_requests_total", labels) == 40
     assert len(set(refused)) == 1 and 400 <= refused[0] < 500
-    door = {"door": "asgi", "endpoint": "ingest-v2-track", "status": str(refused[0])}
-    assert registry.get_sample_value("eds_http_requests_total", door) == 5
+    assert registry.get_sample_value("eds_http_requests_total", _door_labels(refused[0])) == 5
     assert killed in worker_pids() and len(worker_pids()) >= 2
     assert not previous_run.exists()
