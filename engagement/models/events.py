@@ -31,7 +31,7 @@ class Event(models.Model):
     Its references are kept by the code that writes them, not by the database: foreign-key
     checks and their indexes cost more per event than everything else together. On PostgreSQL
     the table has no key nor any index (migration 0023): nothing reads an event by id, and the
-    (id, timestamp) key's entry per event cost the drain a third of storing it. `id` is still
+    (id, timestamp) key's entry per event was about two fifths of storing it. `id` is still
     Django's primary key and every event gets one; deletes cascade through the ORM, by user or
     product.
     """

@@ -240,7 +240,7 @@ def errors_of(response) -> str:
 
 def first_listed(model_admin, request):
     """The first row the admin lists to this user: a row another test left committed in the
-    database (an end-to-end test's, outside this user's products) is not one to open."""
+    database, outside this user's products, is not one to open (the admin redirects)."""
     return model_admin.get_queryset(request).order_by("pk").first()
 
 
