@@ -74,16 +74,29 @@ class StatementRunner:
         """Within the block, PostgreSQL may hash-aggregate or not; after it, as before. For the
         statements whose groups arrive in order, or whose groups fit in memory, where the
         job's setting (a score refresh turns hashing off, see ScoringRun) does not suit."""
+        with self._planner_method("enable_hashagg", allowed):
+            yield
+
+    @contextmanager
+    def hash_joins(self, *, allowed: bool) -> Iterator[None]:
+        """Within the block, PostgreSQL may join by hashing or not; after it, as before. Without,
+        a million users are joined by merging their rows in user order, each side read in
+        that order, so the statement also meets (and writes) rows in that order."""
+        with self._planner_method("enable_hashjoin", allowed):
+            yield
+
+    @contextmanager
+    def _planner_method(self, setting: str, allowed: bool) -> Iterator[None]:
         if not self.sql.postgres:
             yield
             return
-        self.cursor.execute("SHOW enable_hashagg")
+        self.cursor.execute(f"SHOW {setting}")
         before = "on" if self.cursor.fetchone()[0] == "on" else "off"
-        self.cursor.execute(f"SET LOCAL enable_hashagg = {'on' if allowed else 'off'}")
+        self.cursor.execute(f"SET LOCAL {setting} = {'on' if allowed else 'off'}")
         try:
             yield
         finally:
-            self.cursor.execute(f"SET LOCAL enable_hashagg = {before}")
+            self.cursor.execute(f"SET LOCAL {setting} = {before}")
 
     def analyze(self, *names: str) -> None:
         # Fresh temp tables have no statistics; the planner needs them to pick index lookups

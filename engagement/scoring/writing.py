@@ -71,7 +71,8 @@ def write_users(run: ScoringRun) -> None:
 
 def _user_values(run: ScoringRun, extra: dict[str, float]) -> str:
     """The SELECT of the scoped users' new score rows (a full rescore's percentile ranks
-    included, 0 otherwise), one column per name in USER_VALUE_COLUMNS and user_id."""
+    included, 0 otherwise), one column per name in USER_VALUE_COLUMNS and user_id. It ends
+    with its WHERE condition on the user `usr`, so a caller may add `AND ...` to it."""
     sql = run.sql
     score = sql.score("COALESCE(u.raw, 0)", "%(p90)s")
     previous = sql.score("COALESCE(u.previous_raw, 0)", "%(previous_p90)s")
@@ -131,10 +132,19 @@ def _update_then_insert_users(
     run: ScoringRun, values: str, columns: list[str], extra: dict[str, float]
 ) -> None:
     """Update the `columns` of the users of `values` already scored whose values changed,
-    then insert the others: a plain insert when the workspace has no user rows yet."""
-    insert = _user_insert(values)
+    then insert the others: a plain insert when the workspace has no user rows yet.
+
+    All in user order: the users, their aggregates and their score rows are merged in that
+    order, and new rows go in in that order, so their ids and where they are stored follow
+    their users. The update then changes each page of the rows, and of each of their three
+    indexes, in one run instead of coming back to it at random: after a weight change 6.7
+    s instead of 17.6 s for 800,000 rows, and a fifth of the WAL (docs/benchmarks.md)."""
+    in_user_order = " ORDER BY n.user_id"
     has_rows = run.scalar("SELECT 1 FROM engagement_userscore WHERE workspace_id = %(ws)s LIMIT 1")
-    if has_rows:
+    with run.hash_joins(allowed=False):
+        if not has_rows:
+            run.run(_user_insert(values) + in_user_order, extra)
+            return
         run.run(
             f"""
             UPDATE engagement_userscore SET {_assignments(columns, "n")}, computed_at = %(now)s
@@ -145,11 +155,13 @@ def _update_then_insert_users(
             """,
             extra,
         )
-        insert += """
-            WHERE NOT EXISTS (SELECT 1 FROM engagement_userscore x
-                WHERE x.workspace_id = %(ws)s AND x.user_id = n.user_id)
-        """
-    run.run(insert, extra)
+    # The users without a row, picked before their values are worked out (values ends with its
+    # WHERE), rather than all million worked out and then filtered.
+    unscored = """
+        AND NOT EXISTS (SELECT 1 FROM engagement_userscore x
+            WHERE x.workspace_id = %(ws)s AND x.user_id = usr.id)
+    """
+    run.run(_user_insert(values + unscored) + in_user_order, extra)
 
 
 def _adoption(run: ScoringRun, alias: str) -> str:
