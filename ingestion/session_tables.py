@@ -33,10 +33,12 @@ class SessionTable:
         return self.name
 
 
-# The rows a drain locked (queue.claim_in_session_table).
+# The rows a drain locked (queue.claim_in_session_table), each with where it is stored (`tid`:
+# a row locked by the drain's transaction stays where it is until that transaction ends).
 CLAIM = SessionTable(
     "eds_claim",
-    "id bigint NOT NULL, received_at timestamptz NOT NULL, endpoint text NOT NULL, "
+    "id bigint NOT NULL, tid tid NOT NULL, received_at timestamptz NOT NULL, "
+    "endpoint text NOT NULL, "
     "key_digest text NOT NULL, message_count integer NOT NULL, has_drops boolean NOT NULL, "
     "request_count integer NOT NULL",
 )
