@@ -764,7 +764,7 @@ def machine() -> str:
     pg = sql("SHOW server_version")[0][0]
     pg_settings = ", ".join(
         f"{name} {sql(f'SHOW {name}')[0][0]}"
-        for name in ("shared_buffers", "max_wal_size", "checkpoint_timeout")
+        for name in ("shared_buffers", "max_wal_size", "checkpoint_timeout", "autovacuum")
     )
     rev = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True

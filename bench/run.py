@@ -2,9 +2,10 @@
 
 Each script is standalone (python bench/bench_x.py), prints a table of what it measured, and
 exits non-zero when it could not measure. Pass names to run a subset: `make bench BENCH=ingest`.
-At the end, every figure held to a target (bench/targets.py) is listed beside its target and the
-CPU reference taken before and after the run; the run exits non-zero when a script failed or
-did not report one of its figures.
+At the end, every figure held to a target (bench/targets.py) is listed beside its target, the
+CPU reference taken before and after the run and the PostgreSQL settings that depart from
+Debian's defaults, which the targets assume; the run exits non-zero when a script failed or did
+not report one of its figures.
 """
 
 import os
@@ -16,7 +17,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from targets import TARGETS, cpu_reference, parsed  # noqa: E402 (after the path is set)
+from targets import (  # noqa: E402 (after the path is set)
+    DEBIAN_DEFAULTS,
+    TARGETS,
+    cpu_reference,
+    parsed,
+    postgres_departures,
+)
 
 
 def run_script(script: Path, figures: dict[str, float]) -> int:
@@ -41,6 +48,11 @@ def summary(figures: dict[str, float], ran: list[str], before: dict, after: dict
     """Print the targets' table; how many figures of the scripts run are missing."""
     print("\n=== targets (issue 33) ===")
     print(f"CPU reference before: {_reference(before)}; after: {_reference(after)}")
+    departures = postgres_departures()
+    if departures:
+        print(f"PostgreSQL departs from Debian's defaults: {'; '.join(departures)}")
+    elif departures is not None:
+        print(f"PostgreSQL on Debian's defaults ({', '.join(DEBIAN_DEFAULTS)})")
     missing = 0
     for key, target in TARGETS.items():
         if target.script not in ran:

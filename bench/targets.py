@@ -111,6 +111,48 @@ def cpu_reference() -> dict[str, float]:
     return reference
 
 
+# The PostgreSQL settings the targets assume (issue 33: "Debian's default PostgreSQL settings"):
+# Debian's postgresql.conf sets shared_buffers and max_wal_size; the rest are the server's own
+# defaults. A machine's image may change some (one VM's conf.d turned autovacuum off: dead score
+# rows then pile up between rescores and the dashboard reads them), so the summary names them.
+DEBIAN_DEFAULTS = {
+    "shared_buffers": "128MB",
+    "max_wal_size": "1GB",
+    "checkpoint_timeout": "5min",
+    "autovacuum": "on",
+    "fsync": "on",
+    "synchronous_commit": "on",
+    "full_page_writes": "on",
+    "wal_compression": "off",
+    "work_mem": "4MB",
+    "max_parallel_workers_per_gather": "2",
+    "jit": "on",
+}
+
+
+def postgres_departures() -> list[str] | None:
+    """The settings of DEBIAN_DEFAULTS this server has otherwise, each as "name value (where
+    it is set)"; None when PostgreSQL does not answer."""
+    try:
+        import psycopg
+
+        server = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
+        with psycopg.connect(f"{server}/postgres", connect_timeout=3) as connection:
+            departures = []
+            for name, default in DEBIAN_DEFAULTS.items():
+                value = connection.execute(f"SHOW {name}").fetchone()[0]
+                if value != default:
+                    where = connection.execute(
+                        "SELECT coalesce(sourcefile, source) FROM pg_settings WHERE name = %s",
+                        (name,),
+                    ).fetchone()[0]
+                    departures.append(f"{name} {value} ({where})")
+            return departures
+    except Exception as error:  # noqa: BLE001 (the figures stand without this line)
+        print(f"PostgreSQL settings not read ({error})")
+        return None
+
+
 def _best_of_five(work) -> float:
     best = float("inf")
     for _ in range(5):
