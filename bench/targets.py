@@ -100,10 +100,7 @@ def cpu_reference() -> dict[str, float]:
 
     reference = {"python_ms": _best_of_five(python_work)}
     try:
-        import psycopg
-
-        server = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
-        with psycopg.connect(f"{server}/postgres", connect_timeout=3) as connection:
+        with _postgres() as connection:
             query = "SELECT count(*) FROM generate_series(1, 3000000) g WHERE g % 7 = 0"
             reference["postgres_ms"] = _best_of_five(lambda: connection.execute(query).fetchone())
     except Exception as error:  # noqa: BLE001 (a reference without PostgreSQL is still one)
@@ -134,23 +131,29 @@ def postgres_departures() -> list[str] | None:
     """The settings of DEBIAN_DEFAULTS this server has otherwise, each as "name value (where
     it is set)"; None when PostgreSQL does not answer."""
     try:
-        import psycopg
-
-        server = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
-        with psycopg.connect(f"{server}/postgres", connect_timeout=3) as connection:
-            departures = []
-            for name, default in DEBIAN_DEFAULTS.items():
-                value = connection.execute(f"SHOW {name}").fetchone()[0]
-                if value != default:
-                    where = connection.execute(
-                        "SELECT coalesce(sourcefile, source) FROM pg_settings WHERE name = %s",
-                        (name,),
-                    ).fetchone()[0]
-                    departures.append(f"{name} {value} ({where})")
-            return departures
+        with _postgres() as connection:
+            settings = connection.execute(
+                "SELECT name, current_setting(name), coalesce(sourcefile, source) "
+                "FROM pg_settings WHERE name = ANY(%s) ORDER BY name",
+                (list(DEBIAN_DEFAULTS),),
+            ).fetchall()
+        return [
+            f"{name} {value} ({where})"
+            for name, value, where in settings
+            if value != DEBIAN_DEFAULTS[name]
+        ]
     except Exception as error:  # noqa: BLE001 (the figures stand without this line)
         print(f"PostgreSQL settings not read ({error})")
         return None
+
+
+def _postgres():
+    """A connection to the benchmarks' PostgreSQL server (BENCH_PG_SERVER), its `postgres`
+    database."""
+    import psycopg
+
+    server = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
+    return psycopg.connect(f"{server}/postgres", connect_timeout=3)
 
 
 def _best_of_five(work) -> float:
