@@ -259,6 +259,7 @@ def segment_refresh(
         at=connection.ops.adapt_datetimefield_value(now),
         leave_params=[segment.id, *among_ids, *params],
         join_params=[*params, segment.id],
+        whole=among is None,
     )
     try:
         return _members_update(segment, statements, now)

@@ -88,7 +88,8 @@ class DatabaseBackend:
 class SegmentStatements:
     """The SQL pieces of one segment refresh (engagement.segments): the FROM clauses of the
     members that left (`gone`) and of the rows that joined (`new`), the table and column names,
-    and the parameters, for the backend to assemble its statements."""
+    and the parameters, for the backend to assemble its statements. `whole`: every subject is
+    compared (not a list of ids), so the statements compare two sets."""
 
     def __init__(
         self,
@@ -100,6 +101,7 @@ class SegmentStatements:
         at: object,
         leave_params: list,
         join_params: list,
+        whole: bool,
     ) -> None:
         self.names = names
         self.gone = gone
@@ -108,6 +110,7 @@ class SegmentStatements:
         self.at = at
         self.leave_params = leave_params
         self.join_params = join_params
+        self.whole = whole
 
 
 _chosen: dict[str, DatabaseBackend] = {}
