@@ -55,6 +55,10 @@ def result_table_create(run: ScoringRun, target: Target) -> None:
     )
 
 
+# A range of user ids, lowest included, highest excluded.
+UserIds = tuple[int, int]
+
+
 def aggregate(run: ScoringRun, target: Target) -> None:
     """Fill the target's result table for every user or account in the run's scope."""
     result_table_create(run, target)
@@ -65,13 +69,30 @@ def aggregate(run: ScoringRun, target: Target) -> None:
     run.analyze(target.table)
 
 
+def users_aggregate_into(run: ScoringRun, ids: UserIds) -> None:
+    """PostgreSQL: add the scoped users whose ids are in `ids` to eds_t_user (created by the
+    caller), so that two connections can share a full rescore's users (scoring.alongside)."""
+    _single_pass(run, USERS, ids)
+
+
+def user_id_bounds(run: ScoringRun) -> UserIds | None:
+    """The range of the product's user ids with rollups, or None when there are none."""
+    run.run(
+        "SELECT MIN(user_id), MAX(user_id) FROM engagement_eventrollup "
+        "WHERE product_id = %(product)s"
+    )
+    first, last = run.cursor.fetchone()
+    return None if first is None else (first, last + 1)
+
+
 def _subject(run: ScoringRun, target: Target) -> str:
     """Whom a rollup counts for: its user, or its account (in a hierarchy, each ancestor)."""
     return run.account_rollups()[0] if target is ACCOUNTS else f"r.{target.key}"
 
 
-def _rollups(run: ScoringRun, target: Target, join: str = "") -> str:
-    """FROM and WHERE of the rollups of the scope over both windows, aliased r."""
+def _rollups(run: ScoringRun, target: Target, join: str = "", within: str = "") -> str:
+    """FROM and WHERE of the rollups of the scope over both windows, aliased r; `within`, a
+    further condition starting with AND."""
     subject = _subject(run, target)
     lineage = run.account_rollups()[1] if target is ACCOUNTS else ""
     scope = (
@@ -79,14 +100,18 @@ def _rollups(run: ScoringRun, target: Target, join: str = "") -> str:
     )
     return f"""
         FROM engagement_eventrollup r {lineage} {scope} {join}
-        WHERE r.product_id = %(product)s {target.rollup_filter}
+        WHERE r.product_id = %(product)s {target.rollup_filter} {within}
         AND r.day >= %(prev_start)s AND r.day <= %(end)s
     """
 
 
-def _single_pass(run: ScoringRun, target: Target) -> None:
+def _single_pass(run: ScoringRun, target: Target, ids: UserIds | None = None) -> None:
     key, sql = target.key, run.sql
-    per_event = _per_event(run, target)
+    within, extra = "", {}
+    if ids is not None:
+        within = "AND r.user_id >= %(ids_from)s AND r.user_id < %(ids_to)s"
+        extra = {"ids_from": ids[0], "ids_to": ids[1]}
+    per_event = _per_event(run, target, within)
     if target is ACCOUNTS and run.lineage:
         per_event = _up_the_lineage(run, per_event)
     adopted = "COUNT(*) FILTER (WHERE e.weight > 0 AND e.counted > 0)"
@@ -114,7 +139,7 @@ def _single_pass(run: ScoringRun, target: Target) -> None:
     # (account, event) groups costs less than sorting the ten million rollups by account
     # (docs/benchmarks.md).
     with run.hash_aggregation(allowed=target is ACCOUNTS):
-        run.run(statement)
+        run.run(statement, extra)
 
 
 def _event_lookups(run: ScoringRun, alias: str) -> str:
@@ -127,7 +152,7 @@ def _event_lookups(run: ScoringRun, alias: str) -> str:
     return lookups
 
 
-def _per_event(run: ScoringRun, target: Target) -> str:
+def _per_event(run: ScoringRun, target: Target, within: str = "") -> str:
     """Per subject and event name: the counted events and the events of the window, the counted
     events one period earlier, the window's active days as a bit mask (and its latest event),
     the name's weight (and feature). In a hierarchy, an account's own rollups only
@@ -139,7 +164,7 @@ def _per_event(run: ScoringRun, target: Target) -> str:
     key = target.key
     own = target is ACCOUNTS and run.lineage
     subject = "r.account_id" if own else _subject(run, target)
-    rollups = _own_account_rollups(run) if own else _rollups(run, target)
+    rollups = _own_account_rollups(run) if own else _rollups(run, target, within=within)
     if run.cap is None or target.caps_each_rollup:
         last_at = ", r.last_at" if target.tracks_last_at else ""
         days = f"""

@@ -1,10 +1,13 @@
-"""Accounts aggregated on a second database connection while the first works on the users
-(PostgreSQL): a full rescore's account figures, and the account points of a history build.
+"""Work on a second database connection beside the job's own (PostgreSQL): a full rescore's
+users, shared between the two, then its account figures; the account points of a history build.
 
-PostgreSQL runs one statement on one core, and both jobs' account figures read the rollups again
-without needing what the users' part computes (a history build's accounts need the day's p90,
-which the second connection works out for itself). Beside the users' part, on the machine's other
-core, they leave the job's critical path (docs/scoring.md). The second connection imports a
+PostgreSQL runs one statement on one core. A full rescore's users are cut into ranges of ids that
+both connections take until none is left, the job's from the lowest and the other's from the
+highest, so the users' aggregation, the longest statement of a rescore, runs on both cores. The
+account figures read the rollups again without needing what the users' part computes (a history
+build's accounts need the day's p90, which the second connection works out for itself): on the
+other connection, while the job writes the users (or, in a history build, works out their
+points), they leave the job's critical path (docs/scoring.md). The second connection imports a
 snapshot the job exports as its users' part starts, so it reads every row committed before then
 (a refresh's watermark, taken earlier, stays behind it), and its result comes back into a
 temporary table of the job's session by COPY, through this process; the job alone writes.
@@ -20,14 +23,28 @@ request's). Otherwise, and on SQLite, the accounts are computed in the job's ses
 from __future__ import annotations
 
 import re
+import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.conf import settings
 from django.db import connection, transaction
 
-from engagement.scoring.aggregation import ACCOUNTS, aggregate, result_table_create
+from engagement.scoring.aggregation import (
+    ACCOUNTS,
+    USERS,
+    UserIds,
+    aggregate,
+    result_table_create,
+    user_id_bounds,
+    users_aggregate_into,
+)
 from engagement.scoring.run import ScoringRun, StatementRunner, WorkspaceRun
+
+# Ranges of user ids a full rescore's users are cut into: enough that the connection that
+# finishes its share first waits at most about a thirty-second of the aggregation for the other.
+USER_RANGES = 32
 
 # What pg_export_snapshot() returns ("00000003-0000001B-1"): checked before it is put in the
 # SET statement, which takes no parameter.
@@ -45,9 +62,7 @@ class Alongside:
     def collect(self, runner: StatementRunner, table: str) -> None:
         """Copy the rows into `table`, created (empty) in the job's session by the caller;
         re-raises the other connection's error."""
-        rows = self._future.result()
-        with runner.cursor.cursor.copy(f"COPY {table} FROM STDIN") as copy:
-            copy.write(rows)
+        rows_copy_in(runner, table, self._future.result())
         runner.analyze(table)
 
     def close(self) -> None:
@@ -55,13 +70,29 @@ class Alongside:
         report, not this one's)."""
         self._executor.shutdown(wait=True)
 
+    def on_failure(self, callback: Callable[[BaseException], None]) -> None:
+        """Call `callback` with the other connection's error, should it fail."""
+
+        def failed(future: Future[bytes]) -> None:
+            if not future.cancelled() and future.exception() is not None:
+                callback(future.exception())
+
+        self._future.add_done_callback(failed)
+
+
+def alongside_possible(job: WorkspaceRun) -> bool:
+    """Whether `job` may have work done on another connection (see the module's docstring)."""
+    return bool(settings.SCORING_ACCOUNTS_ALONGSIDE and job.sql.postgres and job.own_transaction)
+
 
 def alongside_start(job: WorkspaceRun, compute: Callable[[], bytes]) -> Alongside | None:
     """Run `compute` on another connection, inside `job`'s snapshot; None when the job must do
     that work in its own session (see the module's docstring). `compute` builds its own runner
     on that connection and returns rows_copied() of the table it filled."""
-    if not (settings.SCORING_ACCOUNTS_ALONGSIDE and job.sql.postgres and job.own_transaction):
-        return None
+    return _started(job, compute) if alongside_possible(job) else None
+
+
+def _started(job: WorkspaceRun, compute: Callable[[], bytes]) -> Alongside:
     snapshot = str(job.scalar("SELECT pg_export_snapshot()"))
     if not _SNAPSHOT_ID.fullmatch(snapshot):
         raise ValueError(f"unexpected snapshot id {snapshot!r}")
@@ -69,10 +100,18 @@ def alongside_start(job: WorkspaceRun, compute: Callable[[], bytes]) -> Alongsid
     return Alongside(executor.submit(_in_snapshot, snapshot, compute), executor)
 
 
-def rows_copied(runner: StatementRunner, table: str) -> bytes:
-    """`table`'s rows as COPY text, to be collected into the same table of the job's session."""
-    with runner.cursor.cursor.copy(f"COPY {table} TO STDOUT") as copy:
+def rows_copied(runner: StatementRunner, table: str, where: str = "") -> bytes:
+    """`table`'s rows (those matching `where`, a condition with its WHERE) as COPY text, to be
+    copied into the same table of the job's session (rows_copy_in)."""
+    source = f"(SELECT * FROM {table} {where})" if where else table
+    with runner.cursor.cursor.copy(f"COPY {source} TO STDOUT") as copy:
         return b"".join(copy)
+
+
+def rows_copy_in(runner: StatementRunner, table: str, rows: bytes) -> None:
+    """Add `rows` (from rows_copied of the same table) to `table`."""
+    with runner.cursor.cursor.copy(f"COPY {table} FROM STDIN") as copy:
+        copy.write(rows)
 
 
 def _in_snapshot(snapshot: str, compute: Callable[[], bytes]) -> bytes:
@@ -88,22 +127,84 @@ def _in_snapshot(snapshot: str, compute: Callable[[], bytes]) -> bytes:
         connection.close()
 
 
-def accounts_alongside_start(run: ScoringRun) -> Alongside | None:
-    """A full rescore's eds_t_account, aggregated on another connection (or None)."""
-    return alongside_start(run, lambda: _accounts_aggregated(run))
+class UserRanges:
+    """A full rescore's user ids cut into ranges, taken from the lowest by the job and from the
+    highest by the other connection, each range once."""
+
+    def __init__(self, bounds: UserIds | None, parts: int = USER_RANGES) -> None:
+        self._ranges: deque[UserIds] = deque()
+        if bounds is not None:
+            first, end = bounds
+            step = max(1, -(-(end - first) // parts))
+            self._ranges.extend((low, min(low + step, end)) for low in range(first, end, step))
+        self._lock = threading.Lock()
+
+    def lowest(self) -> UserIds | None:
+        with self._lock:
+            return self._ranges.popleft() if self._ranges else None
+
+    def highest(self) -> UserIds | None:
+        with self._lock:
+            return self._ranges.pop() if self._ranges else None
 
 
-def accounts_collect(run: ScoringRun, accounts: Alongside) -> None:
-    """eds_t_account as aggregate(run, ACCOUNTS) fills it, from `accounts`."""
-    result_table_create(run, ACCOUNTS)
-    accounts.collect(run, ACCOUNTS.table)
+class RescoreAlongside:
+    """A full rescore's other connection: its share of the users, then the accounts."""
+
+    def __init__(self, run: ScoringRun) -> None:
+        self._run = run
+        self._ranges = UserRanges(user_id_bounds(run))
+        self._users: Future[bytes] = Future()
+        self._accounts = _started(run, self._compute)
+        self._accounts.on_failure(self._users_failed)
+
+    def users_aggregate(self, run: ScoringRun) -> None:
+        """eds_t_user as aggregate(run, USERS) fills it: the job's ranges, aggregated here,
+        and the other connection's, copied in once it is done with its last."""
+        result_table_create(run, USERS)
+        while (ids := self._ranges.lowest()) is not None:
+            users_aggregate_into(run, ids)
+        rows_copy_in(run, USERS.table, self._users.result())
+        run.analyze(USERS.table)
+
+    def accounts_collect(self, run: ScoringRun) -> None:
+        """eds_t_account as aggregate(run, ACCOUNTS) fills it."""
+        result_table_create(run, ACCOUNTS)
+        self._accounts.collect(run, ACCOUNTS.table)
+
+    def close(self) -> None:
+        """Wait for the other connection (see Alongside.close)."""
+        self._accounts.close()
+
+    def _compute(self) -> bytes:
+        """On the other connection: the users' ranges from the highest until none is left
+        (their rows handed over as soon as they are done), then the accounts' rows."""
+        run = self._run
+        side = ScoringRun(
+            workspace=run.workspace, state=run.state, now=run.now, today=run.window.end
+        )
+        try:
+            side.full_rescore_start()
+            result_table_create(side, USERS)
+            # Each range's rows read out as soon as it is done, while the job is still busy
+            # with its own: at the end, only the last range's are left to wait for.
+            copied: list[bytes] = []
+            while (ids := self._ranges.highest()) is not None:
+                users_aggregate_into(side, ids)
+                within = f"WHERE {USERS.key} >= {int(ids[0])} AND {USERS.key} < {int(ids[1])}"
+                copied.append(rows_copied(side, USERS.table, within))
+            self._users.set_result(b"".join(copied))
+            aggregate(side, ACCOUNTS)
+            return rows_copied(side, ACCOUNTS.table)
+        finally:
+            side.close()
+
+    def _users_failed(self, error: BaseException) -> None:
+        # The job may be waiting for the users: it gets the other connection's error instead.
+        if not self._users.done():
+            self._users.set_exception(error)
 
 
-def _accounts_aggregated(run: ScoringRun) -> bytes:
-    side = ScoringRun(workspace=run.workspace, state=run.state, now=run.now, today=run.window.end)
-    try:
-        side.full_rescore_start()
-        aggregate(side, ACCOUNTS)
-        return rows_copied(side, ACCOUNTS.table)
-    finally:
-        side.close()
+def rescore_alongside_start(run: ScoringRun) -> RescoreAlongside | None:
+    """A full rescore's other connection, started (or None: the job does all of it)."""
+    return RescoreAlongside(run) if alongside_possible(run) else None

@@ -24,7 +24,7 @@ from engagement.backends import database_backend
 from engagement.models import ScoringState, Workspace
 from engagement.refresh_hooks import ScoresRefreshed, refresh_hooks_run
 from engagement.scoring.aggregation import ACCOUNTS, USERS, aggregate, aggregate_account_members
-from engagement.scoring.alongside import Alongside, accounts_alongside_start, accounts_collect
+from engagement.scoring.alongside import RescoreAlongside, rescore_alongside_start
 from engagement.scoring.changes import (
     activity_kept_since,
     changes_since,
@@ -227,30 +227,36 @@ def _recomputed_ids(run: ScoringRun) -> RecomputedIds:
 def _rescore_everyone(run: ScoringRun) -> tuple[int, int]:
     """A full rescore; returns the users and accounts scored."""
     run.full_rescore_start()
-    accounts = accounts_alongside_start(run)
+    alongside = rescore_alongside_start(run)
     try:
-        return _rescore_everyone_scored(run, accounts)
+        return _rescore_everyone_scored(run, alongside)
     finally:
-        if accounts is not None:
-            accounts.close()
+        if alongside is not None:
+            alongside.close()
 
 
 def _rescore_everyone_scored(
-    run: ScoringRun, accounts: Alongside | None
+    run: ScoringRun, alongside: RescoreAlongside | None
 ) -> tuple[int, int]:
-    """The users, then the accounts: aggregated here, or collected from `accounts`."""
-    aggregate(run, USERS)
+    """The users, then the accounts: aggregated here, or shared with (the users) and collected
+    from (the accounts) `alongside`."""
+    if alongside is None:
+        aggregate(run, USERS)
+    else:
+        alongside.users_aggregate(run)
     # Everyone in scope is here, so p90 comes straight from this run's raw scores.
     run.state.p90, run.state.previous_p90 = percentiles(run, "eds_t_user", "raw", "previous_raw")
     write_users(run)
     if run.filtered:
         delete_out_of_scope(run, "user")
         update_ranks(run, "engagement_userscore")
-    if accounts is None:
+    # The members' figures first: they read the user rows just written, not the accounts', so
+    # the other connection has that much longer to finish the accounts.
+    aggregate_account_members(run)
+    if alongside is None:
         aggregate(run, ACCOUNTS)
     else:
-        accounts_collect(run, accounts)
-    aggregate_account_members(run)
+        alongside.accounts_collect(run)
     write_accounts(run)
     if run.filtered:
         delete_out_of_scope(run, "account")
