@@ -155,7 +155,7 @@ def _sets_compared(cursor, *, whole: bool) -> Iterator[None]:
 
     Its members table may look empty to the planner (a new install, a first fill), which then
     picked a nested loop that scanned the table for each new member, while the same statement
-    was inserting them: quadratic, 3.7 s for 25,000 accounts (docs/benchmarks.md). Comparing
+    was inserting them: quadratic, 3.6 s for 25,000 accounts (docs/benchmarks.md). Comparing
     whole sets, hashing costs little even when they are small; a refresh among a few ids keeps
     its loop of index lookups."""
     if not whole:

@@ -14,7 +14,7 @@ temporary table of the job's session by COPY, through this process; the job alon
 
 Only when the job's transaction is its caller's outermost: another connection sees only committed
 rows, and a caller's own transaction may hold rows it has not committed (a test's, or a
-request's). Otherwise, and on SQLite, the accounts are computed in the job's session.
+request's). Otherwise, and on SQLite, the job does all of it in its own session.
 """
 
 # SQL names fixed temporary tables only.
@@ -96,7 +96,7 @@ def _started(job: WorkspaceRun, compute: Callable[[], bytes]) -> Alongside:
     snapshot = str(job.scalar("SELECT pg_export_snapshot()"))
     if not _SNAPSHOT_ID.fullmatch(snapshot):
         raise ValueError(f"unexpected snapshot id {snapshot!r}")
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accounts-alongside")
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scoring-alongside")
     return Alongside(executor.submit(_in_snapshot, snapshot, compute), executor)
 
 

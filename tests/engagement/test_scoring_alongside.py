@@ -129,7 +129,7 @@ def test_an_error_on_the_other_connection_fails_the_rescore(
     aggregate_into = alongside.users_aggregate_into
 
     def failing_there(run, ids):
-        if threading.current_thread().name.startswith("accounts-alongside"):
+        if threading.current_thread().name.startswith("scoring-alongside"):
             raise RuntimeError("the other connection failed")
         aggregate_into(run, ids)
 
