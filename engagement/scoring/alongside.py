@@ -43,8 +43,12 @@ from engagement.scoring.aggregation import (
 from engagement.scoring.run import ScoringRun, StatementRunner, WorkspaceRun
 
 # Ranges of user ids a full rescore's users are cut into: enough that the connection that
-# finishes its share first waits at most about a thirty-second of the aggregation for the other.
-USER_RANGES = 32
+# finishes its share first waits at most about an eighth of the aggregation for the other, and
+# few, because each range reads the rollup pages that hold its users. The drain stores rollups
+# day by day, the users of a day in no order, so nearly every page holds some user of every
+# range: 32 ranges read the window's pages 26 times over, 8 ranges 8 times, and a full
+# rescore took 10 s longer with 32 than with 8 (docs/benchmarks.md, 2026-11-26, late).
+USER_RANGES = 8
 
 # What pg_export_snapshot() returns ("00000003-0000001B-1"): checked before it is put in the
 # SET statement, which takes no parameter.
