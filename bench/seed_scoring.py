@@ -202,7 +202,7 @@ def seed() -> dict:
                           WHERE m.user_id = u.id LIMIT 1) a ON true
             CROSS JOIN LATERAL generate_series(0, (u.id * 7919) %% 24) j
             WHERE u.product_id = %(product)s AND u.id %% 5 <> 0
-            ORDER BY 6, hashint8(u.id)
+            ORDER BY 6, hashint8(u.id)  -- the day, then its users mixed
             """,
             {"product": product_id},
         )
