@@ -73,12 +73,26 @@ def _sum_changes(builder: HistoryBuilder, kinds: tuple[str, ...]) -> None:
     for kind in kinds:
         builder.temp(f"eds_h_{kind}_change", f"{kind}_id BIGINT, k INTEGER, points BIGINT")
     if builder.sql.postgres and kinds == KINDS:
+        source = f"({changes})"
+        if span == 0:
+            # The daily step: every row is a change of day 0, so a user's rows of the whole
+            # window (ten on average) are summed into one per account they went to before
+            # the two groupings; the grouping sets over every rollup row hashed each row into
+            # both and took 16.1-18.2 s, this 13.2-14.1 s (docs/benchmarks.md, 2026-11-26 late
+            # night). Over a longer range the pairs are nearly as many as the rows (a change
+            # per day in the range, and the exits): no faster there.
+            source = f"""(
+                SELECT x.user_id, x.account_id, x.k,
+                    SUM(x.user_points) AS user_points, SUM(x.account_points) AS account_points
+                FROM {source} x
+                GROUP BY x.user_id, x.account_id, x.k
+            )"""
         builder.run(
             f"""
             WITH sums AS (
                 SELECT GROUPING(x.account_id) AS of_user, x.user_id, x.account_id, x.k,
                     SUM(x.user_points) AS user_points, SUM(x.account_points) AS account_points
-                FROM ({changes}) x
+                FROM {source} x
                 GROUP BY GROUPING SETS ((x.user_id, x.k), (x.account_id, x.k))
             ), users AS (
                 INSERT INTO eds_h_user_change (user_id, k, points)
