@@ -278,11 +278,13 @@ class HistoryBuilder(WorkspaceRun):
             """
         )
         score = self.sql.round_half_up("mean")
-        # In the order of the points' primary key, as the users' days are: stored in that
-        # order, each index page is changed in one run. A month of a hundred thousand
-        # accounts' points (2.3 million) took 14.7-15.8 s to store in the order the
-        # aggregate left them, 5.8-6.4 s in this one (docs/benchmarks.md, 2026-11-26 late
-        # night); on the second connection the sort is off the build's critical path.
+        # Days stored afresh get their points in the order of the primary key, as the users'
+        # days are: each index page is then changed in one run. A month of a hundred thousand
+        # accounts' points (2.3 million) took 14.7-15.8 s to store in the order the aggregate
+        # left them, 5.8-6.4 s in this one (docs/benchmarks.md, 2026-11-26 late night); on
+        # the second connection the sort is off the build's critical path. Stored days only
+        # get the few points that differ, in no need of an order.
+        order = "" if self.replacing else "ORDER BY account_id, day"
         return f"""
             SELECT account_id, day, MAX(score) AS score, MAX(raw) AS raw FROM (
                 SELECT account_id, day, {score} AS score, 0 AS raw FROM eds_h_account_mean
@@ -291,7 +293,7 @@ class HistoryBuilder(WorkspaceRun):
             ) x
             GROUP BY account_id, day
             HAVING MAX(score) > 0 OR MAX(raw) > 0
-            ORDER BY account_id, day
+            {order}
         """
 
     def store_account_rows(self, points: str) -> int:
