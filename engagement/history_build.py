@@ -251,15 +251,17 @@ class HistoryBuilder(WorkspaceRun):
         in_scope = (
             "JOIN eds_t_match_account s ON s.account_id = m.account_id" if self.filtered else ""
         )
-        # Every linked user counts in an account's mean, with or without a point that day.
+        # Every linked user counts in an account's mean, with or without a point that day. The
+        # product's memberships are those of its accounts: a hundred thousand accounts to hash,
+        # not a million users (0.7 s against 1.3-1.6 s, docs/benchmarks.md, 2026-11-27).
         memberships = self.memberships()
         self.temp("eds_h_account_total", "account_id BIGINT PRIMARY KEY, total INTEGER")
         self.run(
             f"""
             INSERT INTO eds_h_account_total (account_id, total)
             SELECT m.account_id, COUNT(*) FROM {memberships} m {in_scope}
-            JOIN engagement_user usr ON usr.id = m.user_id
-            WHERE usr.product_id = %(product)s
+            JOIN engagement_account a ON a.id = m.account_id
+            WHERE a.product_id = %(product)s
             GROUP BY m.account_id
             """
         )

@@ -122,8 +122,22 @@ def _raw_from_changes(builder: HistoryBuilder, kind: str) -> None:
     """eds_h_<kind>_day from eds_h_<kind>_change: each change's running sum is the raw score
     from its day to the subject's next change, one row per day it covers that is not zero."""
     column, span = f"{kind}_id", (builder.last - builder.first).days
-    ordered = f"PARTITION BY {column} ORDER BY k"
     builder.temp(f"eds_h_{kind}_day", f"{column} BIGINT, day DATE, raw BIGINT")
+    if span == 0:
+        # The daily step: a subject's one change (k = 0, its whole window) is its raw score of
+        # the day, so the running sums, their window pass and the join to the days reduce to
+        # the change itself (1.1-1.5 s of the step's 14-15 s on each connection at a million
+        # users, docs/benchmarks.md, 2026-11-27).
+        builder.run(
+            f"""
+            INSERT INTO eds_h_{kind}_day ({column}, day, raw)
+            SELECT {column}, %(first)s, points FROM eds_h_{kind}_change
+            WHERE points > 0
+            ORDER BY {column}
+            """
+        )
+        return
+    ordered = f"PARTITION BY {column} ORDER BY k"
     builder.run(
         f"""
         INSERT INTO eds_h_{kind}_day ({column}, day, raw)
