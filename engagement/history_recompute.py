@@ -126,8 +126,8 @@ def _raw_from_changes(builder: HistoryBuilder, kind: str) -> None:
     if span == 0:
         # The daily step: a subject's one change (k = 0, its whole window) is its raw score of
         # the day, so the running sums, their window pass and the join to the days reduce to
-        # the change itself (1.1-1.5 s of the step's 14-15 s on each connection at a million
-        # users, docs/benchmarks.md, 2026-11-27).
+        # the change itself: 0.5-0.7 s against 1.0-1.4 s on each connection at a million users
+        # (docs/benchmarks.md, 2026-11-27).
         builder.run(
             f"""
             INSERT INTO eds_h_{kind}_day ({column}, day, raw)
