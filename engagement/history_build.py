@@ -255,30 +255,11 @@ class HistoryBuilder(WorkspaceRun):
         # product's memberships are those of its accounts: a hundred thousand accounts to hash,
         # not a million users (0.7 s against 1.3-1.6 s, docs/benchmarks.md, 2026-11-27).
         memberships = self.memberships()
-        self.temp("eds_h_account_total", "account_id BIGINT PRIMARY KEY, total INTEGER")
-        self.run(
-            f"""
-            INSERT INTO eds_h_account_total (account_id, total)
-            SELECT m.account_id, COUNT(*) FROM {memberships} m {in_scope}
-            JOIN engagement_account a ON a.id = m.account_id
-            WHERE a.product_id = %(product)s
-            GROUP BY m.account_id
-            """
-        )
-        self.analyze("eds_h_account_total")
         self.temp("eds_h_account_mean", f"account_id BIGINT, day DATE, mean {self.sql.float}")
-        self.run(
-            f"""
-            INSERT INTO eds_h_account_mean (account_id, day, mean)
-            SELECT m.account_id, u.day,
-                CAST(SUM({self.sql.score("u.raw", "p.p90")}) AS {self.sql.float}) / MAX(t.total)
-            FROM eds_h_user_day u
-            JOIN eds_h_p90 p ON p.day = u.day
-            JOIN {memberships} m ON m.user_id = u.user_id
-            JOIN eds_h_account_total t ON t.account_id = m.account_id
-            GROUP BY m.account_id, u.day
-            """
-        )
+        if self.first == self.last:
+            self._one_day_means(memberships, in_scope)
+        else:
+            self._means(memberships, in_scope)
         score = self.sql.round_half_up("mean")
         # Days stored afresh get their points in the order of the primary key, as the users'
         # days are: each index page is then changed in one run. A month of a hundred thousand
@@ -297,6 +278,53 @@ class HistoryBuilder(WorkspaceRun):
             HAVING MAX(score) > 0 OR MAX(raw) > 0
             {order}
         """
+
+    def _means(self, memberships: str, in_scope: str) -> None:
+        """eds_h_account_mean over several days: each account's linked users counted once
+        (eds_h_account_total), then their scores of each day summed over that total."""
+        self.temp("eds_h_account_total", "account_id BIGINT PRIMARY KEY, total INTEGER")
+        self.run(
+            f"""
+            INSERT INTO eds_h_account_total (account_id, total)
+            SELECT m.account_id, COUNT(*) FROM {memberships} m {in_scope}
+            JOIN engagement_account a ON a.id = m.account_id
+            WHERE a.product_id = %(product)s
+            GROUP BY m.account_id
+            """
+        )
+        self.analyze("eds_h_account_total")
+        self.run(
+            f"""
+            INSERT INTO eds_h_account_mean (account_id, day, mean)
+            SELECT m.account_id, u.day,
+                CAST(SUM({self.sql.score("u.raw", "p.p90")}) AS {self.sql.float}) / MAX(t.total)
+            FROM eds_h_user_day u
+            JOIN eds_h_p90 p ON p.day = u.day
+            JOIN {memberships} m ON m.user_id = u.user_id
+            JOIN eds_h_account_total t ON t.account_id = m.account_id
+            GROUP BY m.account_id, u.day
+            """
+        )
+
+    def _one_day_means(self, memberships: str, in_scope: str) -> None:
+        """eds_h_account_mean of a single day (the daily step): each linked user has at most
+        one point, so one pass over the memberships, each joined to its user's point if any,
+        gives both an account's total and its users' sum, with no table of totals to build
+        and join first."""
+        self.run(
+            f"""
+            INSERT INTO eds_h_account_mean (account_id, day, mean)
+            SELECT m.account_id, MAX(u.day),
+                CAST(SUM({self.sql.score("u.raw", "p.p90")}) AS {self.sql.float}) / COUNT(*)
+            FROM {memberships} m {in_scope}
+            JOIN engagement_account a ON a.id = m.account_id
+            LEFT JOIN eds_h_user_day u ON u.user_id = m.user_id
+            LEFT JOIN eds_h_p90 p ON p.day = u.day
+            WHERE a.product_id = %(product)s
+            GROUP BY m.account_id
+            HAVING COUNT(u.user_id) > 0
+            """
+        )
 
     def store_account_rows(self, points: str) -> int:
         """Store the account points `points` selects (account_id, day, score, raw)."""
