@@ -84,6 +84,12 @@ class HistoryBuilder(WorkspaceRun):
         self.replacing = stored_until is not None and stored_until >= first
         self.lookback = int(workspace.lookback_days)
 
+    @property
+    def single_day(self) -> bool:
+        """Whether the range is one day (the daily step): each subject then has one change, its
+        whole window, and each user at most one point, which shorter statements use."""
+        return self.first == self.last
+
     def build(self) -> tuple[int, int]:
         """Compute and store the days; returns the user and account points written (or, for
         stored days, changed)."""
@@ -256,7 +262,7 @@ class HistoryBuilder(WorkspaceRun):
         # not a million users (0.7 s against 1.3-1.6 s, docs/benchmarks.md, 2026-11-27).
         memberships = self.memberships()
         self.temp("eds_h_account_mean", f"account_id BIGINT, day DATE, mean {self.sql.float}")
-        if self.first == self.last:
+        if self.single_day:
             self._one_day_means(memberships, in_scope)
         else:
             self._means(memberships, in_scope)

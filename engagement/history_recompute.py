@@ -49,7 +49,7 @@ def raw_by_changes(builder: HistoryBuilder, kinds: tuple[str, ...] = KINDS) -> N
 def _sum_changes(builder: HistoryBuilder, kinds: tuple[str, ...]) -> None:
     """eds_h_<kind>_change of each of `kinds`: each subject's change of raw score on each day
     number k of the range that has one (k = 0: the first day's whole window)."""
-    look, span = builder.lookback, (builder.last - builder.first).days
+    look = builder.lookback
     accounts = "account" in kinds
     changes = f"""
         SELECT p.user_id, p.account_id, CASE WHEN p.n > 0 THEN p.n ELSE 0 END AS k,
@@ -57,7 +57,7 @@ def _sum_changes(builder: HistoryBuilder, kinds: tuple[str, ...]) -> None:
         FROM ({rollup_points(builder, accounts=accounts)}) p
     """
     extra = {}
-    if span > 0:
+    if not builder.single_day:
         # A row leaves the window `look` days after its own day: within the range for the rows
         # of days up to `look` before its last, read apart (a day's step has none). Joining
         # every row to a sign instead doubled the rows of the one pass (docs/benchmarks.md).
@@ -74,7 +74,7 @@ def _sum_changes(builder: HistoryBuilder, kinds: tuple[str, ...]) -> None:
         builder.temp(f"eds_h_{kind}_change", f"{kind}_id BIGINT, k INTEGER, points BIGINT")
     if builder.sql.postgres and kinds == KINDS:
         source = f"({changes})"
-        if span == 0:
+        if builder.single_day:
             # The daily step: every row is a change of day 0, so a user's rows of the whole
             # window (ten on average) are summed into one per account they went to before
             # the two groupings; the grouping sets over every rollup row hashed each row into
@@ -123,7 +123,7 @@ def _raw_from_changes(builder: HistoryBuilder, kind: str) -> None:
     from its day to the subject's next change, one row per day it covers that is not zero."""
     column, span = f"{kind}_id", (builder.last - builder.first).days
     builder.temp(f"eds_h_{kind}_day", f"{column} BIGINT, day DATE, raw BIGINT")
-    if span == 0:
+    if builder.single_day:
         # The daily step: a subject's one change (k = 0, its whole window) is its raw score of
         # the day, so the running sums, their window pass and the join to the days reduce to
         # the change itself: 0.5-0.7 s against 1.0-1.4 s on each connection at a million users
