@@ -112,7 +112,7 @@ def leftovers(db) -> dict:
 
 
 @pytest.fixture
-def objects(leftovers, acme, globex, admin_user, client, settings):
+def objects(acme, globex, admin_user, client, settings):
     """One object of every registered model."""
     settings.MARKETPLACE_API_URL = BASE
     settings.AUTOMATION_ALLOW_PRIVATE_URLS = True
@@ -266,8 +266,9 @@ def marketplace_answers():
 
 @pytest.mark.parametrize("label", registered())
 def test_list_add_and_change_pages_answer_and_save(
-    label, objects, leftovers, admin_client, rf, marketplace_answers
+    label, leftovers, objects, admin_client, rf, marketplace_answers
 ):
+    # `leftovers` first: pytest sets fixtures up in the order they are named.
     model = next(m for m in admin.site._registry if m._meta.label_lower == label)
     model_admin = admin.site._registry[model]
     info = (model._meta.app_label, model._meta.model_name)
