@@ -320,7 +320,7 @@ class HistoryBuilder(WorkspaceRun):
         self.run(
             f"""
             INSERT INTO eds_h_account_mean (account_id, day, mean)
-            SELECT m.account_id, MAX(u.day),
+            SELECT m.account_id, %(first)s,
                 CAST(SUM({self.sql.score("u.raw", "p.p90")}) AS {self.sql.float}) / COUNT(*)
             FROM {memberships} m {in_scope}
             JOIN engagement_account a ON a.id = m.account_id
