@@ -1,7 +1,9 @@
 """`make bench`: run every bench/bench_*.py script in name order and print their figures.
 
 Each script is standalone (python bench/bench_x.py), prints a table of what it measured, and
-exits non-zero when it could not measure. Pass names to run a subset: `make bench BENCH=ingest`.
+exits non-zero when it could not measure. Before each, the machine settles (targets.settle): a
+CHECKPOINT, a sync, and a wait for idle CPUs, so no script measures beside the last one's
+writes. Pass names to run a subset: `make bench BENCH=ingest`.
 At the end, every figure held to a target (bench/targets.py) is listed beside its target, the
 CPU reference taken before and after the run and the PostgreSQL settings that depart from
 Debian's defaults, which the targets assume; the run exits non-zero when a script failed or did
@@ -23,6 +25,7 @@ from targets import (  # noqa: E402 (after the path is set)
     cpu_reference,
     parsed,
     postgres_departures,
+    settle,
 )
 
 
@@ -83,6 +86,7 @@ def main(selected: list[str]) -> int:
     failures = 0
     for script in scripts:
         print(f"\n=== {script.stem} ===", flush=True)
+        print(settle(), flush=True)
         started = time.monotonic()
         returncode = run_script(script, figures)
         print(f"--- {script.stem}: exit {returncode}, {time.monotonic() - started:.0f} s")

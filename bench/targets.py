@@ -108,6 +108,43 @@ def cpu_reference() -> dict[str, float]:
     return reference
 
 
+def settle(*, idle_share: float = 0.9, longest_s: float = 90.0) -> str:
+    """Let the machine finish what the previous script left before the next one measures.
+
+    A script that writes gigabytes (bench_history's points) leaves PostgreSQL's checkpointer
+    spreading their pages over the next minutes (checkpoint_completion_target) and the kernel
+    writing them back; the next script would measure beside that work. So: a CHECKPOINT (done
+    at once, not spread), the kernel's dirty pages synced, then seconds until the CPUs are
+    `idle_share` idle over one second, at most `longest_s`. Says what it did, so a figure read
+    after it is known to have started on an idle machine (the one-minute load average that
+    bench_ingest prints still remembers the previous script for a minute or two)."""
+    started = time.monotonic()
+    try:
+        with _postgres() as connection:
+            connection.execute("CHECKPOINT")
+    except Exception as error:  # noqa: BLE001 (the figures stand without it, and say so)
+        print(f"settle: no CHECKPOINT ({error})")
+    os.sync()
+    idle = _idle_share()
+    while idle < idle_share and time.monotonic() - started < longest_s:
+        idle = _idle_share()
+    return f"settled in {time.monotonic() - started:.0f} s (CPUs {idle:.0%} idle)"
+
+
+def _idle_share(seconds: float = 1.0) -> float:
+    """The share of the CPUs' time spent idle over the next `seconds` (Linux's /proc/stat)."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as stat:
+            fields = [int(value) for value in stat.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, all
+
+    idle_before, total_before = sample()
+    time.sleep(seconds)
+    idle_after, total_after = sample()
+    return (idle_after - idle_before) / max(1, total_after - total_before)
+
+
 # The PostgreSQL settings the targets assume (issue 33: "Debian's default PostgreSQL settings"):
 # Debian's postgresql.conf sets shared_buffers and max_wal_size; the rest are the server's own
 # defaults. A machine's image may change some (one VM's conf.d turned autovacuum off: dead score
