@@ -132,10 +132,12 @@ def delivery_id_new() -> str:
     return f"msg_{uuid.uuid4().hex}"
 
 
-def deliveries_create(
-    *, automation: Automation, event: str, bodies: list[tuple[int | None, dict]], now: datetime
-) -> list[Delivery]:
-    """Deliveries in the caller's transaction; each is sent once it commits."""
+# A delivery to make: its automation, event type, subject (None for a test) and body.
+DeliveryToMake = tuple[Automation, str, int | None, dict]
+
+
+def deliveries_create(*, made: list[DeliveryToMake], now: datetime) -> list[Delivery]:
+    """Deliveries in the caller's transaction, in one statement; each is sent once it commits."""
     from automations.tasks import delivery_attempt  # tasks import this module
 
     deliveries = Delivery.objects.bulk_create(
@@ -149,7 +151,7 @@ def deliveries_create(
                 next_attempt_at=now,
                 created_at=now,
             )
-            for subject_id, body in bodies
+            for automation, event, subject_id, body in made
         ]
     )
     ids = [delivery.id for delivery in deliveries]
@@ -157,30 +159,52 @@ def deliveries_create(
     return deliveries
 
 
-def _fire(automation: Automation, subject_ids: list[int], now: datetime) -> int:
-    subject_ids = triggers.cooled_down(automation, subject_ids, now)
-    if not subject_ids:
+def _fire(entered: list[tuple[Automation, list[int]]], now: datetime) -> int:
+    """Deliveries to the subjects that entered each automation's condition, past its
+    cool-down; returns how many. The automations of a refresh are served together (a
+    workspace's): their recent firings read in one query, each kind of subject shown once for
+    all of them, their deliveries and firings written in one statement each; the hook's fixed
+    cost was a query or two per automation for each of these (docs/benchmarks.md,
+    2026-11-27)."""
+    due = triggers.cooled_down(entered, now)
+    if not due:
         return 0
-    kind = automation.subject_kind
-    shown = payloads.subjects_shown(
-        kind=kind, workspace_id=automation.workspace_id, subject_ids=subject_ids
-    )
-    event = payloads.event_type(automation)
-    bodies = [
-        (sid, payloads.body(automation=automation, event=event, subject=shown[sid], timestamp=now))
-        for sid in subject_ids
-        if sid in shown
-    ]
-    deliveries_create(automation=automation, event=event, bodies=bodies, now=now)
-    firings_record(automation, [sid for sid, _ in bodies], now)
-    return len(bodies)
+    workspace_id = due[0][0].workspace_id
+    shown: dict[str, dict[int, dict]] = {}
+    for kind in sorted({automation.subject_kind for automation, _ in due}):
+        subject_ids = {sid for a, ids in due if a.subject_kind == kind for sid in ids}
+        shown[kind] = payloads.subjects_shown(
+            kind=kind, workspace_id=workspace_id, subject_ids=sorted(subject_ids)
+        )
+    made: list[DeliveryToMake] = []
+    for automation, subject_ids in due:
+        event = payloads.event_type(automation)
+        of_kind = shown[automation.subject_kind]
+        made.extend(
+            (
+                automation,
+                event,
+                sid,
+                payloads.body(
+                    automation=automation, event=event, subject=of_kind[sid], timestamp=now
+                ),
+            )
+            for sid in subject_ids
+            if sid in of_kind
+        )
+    if not made:
+        return 0
+    deliveries_create(made=made, now=now)
+    firings_record([(automation, sid) for automation, _, sid, _ in made], now)
+    return len(made)
 
 
-def firings_record(automation: Automation, subject_ids: list[int], now: datetime) -> None:
+def firings_record(fired: list[tuple[Automation, int]], now: datetime) -> None:
+    """Record that these automations fired for these subjects now (one statement)."""
     AutomationFiring.objects.bulk_create(
         [
             AutomationFiring(automation=automation, subject_id=sid, fired_at=now)
-            for sid in subject_ids
+            for automation, sid in fired
         ],
         update_conflicts=True,
         unique_fields=["automation", "subject_id"],
@@ -192,18 +216,20 @@ def refresh_evaluate(refreshed: ScoresRefreshed) -> int:
     """The refresh hook: every enabled automation of the workspace, over what the refresh
     recomputed; returns the deliveries made. A baseline refresh (the first scoring, a settings
     change) records who is in each condition and fires nothing."""
-    made = 0
     automations = Automation.objects.filter(
         workspace_id=refreshed.workspace_id, enabled=True
     ).select_related("workspace", "segment")
+    entered: list[tuple[Automation, list[int]]] = []
+    known: list[tuple[Automation, int]] = []
     for automation in automations.order_by("id"):
-        entered = triggers.entered(automation, refreshed)
-        if refreshed.baseline:
-            if automation.trigger in _NEW:
-                firings_record(automation, entered, refreshed.now)  # known from now on
-            continue
-        made += _fire(automation, entered, refreshed.now)
-    return made
+        subject_ids = triggers.entered(automation, refreshed)
+        if not refreshed.baseline:
+            entered.append((automation, subject_ids))
+        elif automation.trigger in _NEW:
+            known.extend((automation, sid) for sid in subject_ids)  # known from now on
+    if known:
+        firings_record(known, refreshed.now)
+    return _fire(entered, refreshed.now)
 
 
 def automation_test_send(*, automation: Automation, now: datetime | None = None) -> Delivery:
@@ -212,6 +238,4 @@ def automation_test_send(*, automation: Automation, now: datetime | None = None)
     event = payloads.TEST_EVENT
     body = payloads.body(automation=automation, event=event, subject=None, timestamp=now)
     with transaction.atomic():
-        return deliveries_create(
-            automation=automation, event=payloads.TEST_EVENT, bodies=[(None, body)], now=now
-        )[0]
+        return deliveries_create(made=[(automation, event, None, body)], now=now)[0]

@@ -87,9 +87,7 @@ def states_record(
     entered = [sid for sid, band in current.items() if sid not in kept or kept[sid] != band]
     gone = [sid for sid in kept if sid not in current]
     if gone:
-        AutomationSubjectState.objects.filter(
-            automation=automation, subject_id__in=gone
-        ).delete()
+        AutomationSubjectState.objects.filter(automation=automation, subject_id__in=gone).delete()
     if entered:
         AutomationSubjectState.objects.bulk_create(
             [
@@ -139,8 +137,10 @@ def _matching_conditions(automation: Automation, ids: list[int], now: datetime) 
 
 def entered(automation: Automation, refreshed: ScoresRefreshed) -> list[int]:
     """The subjects that entered the automation's condition in this refresh."""
-    ids = refreshed.user_ids if automation.target == Automation.Target.USERS else (
-        refreshed.account_ids
+    ids = (
+        refreshed.user_ids
+        if automation.target == Automation.Target.USERS
+        else (refreshed.account_ids)
     )
     if automation.trigger in _STATEFUL:
         return states_record(automation, ids, refreshed.now)
@@ -160,15 +160,27 @@ def automation_seed(automation: Automation, now: datetime) -> None:
         states_record(automation, None, now)
 
 
-def cooled_down(automation: Automation, subject_ids: list[int], now: datetime) -> list[int]:
-    """Those of `subject_ids` whose last firing is older than the automation's cool-down."""
-    if not subject_ids:
+def cooled_down(
+    entered: list[tuple[Automation, list[int]]], now: datetime
+) -> list[tuple[Automation, list[int]]]:
+    """Each automation with those of its subjects whose last firing is older than its
+    cool-down, leaving out automations with none; one query for all of them."""
+    entered = [(automation, ids) for automation, ids in entered if ids]
+    if not entered:
         return []
-    recent = set(
-        AutomationFiring.objects.filter(
-            automation=automation,
-            subject_id__in=subject_ids,
-            fired_at__gt=now - timedelta(seconds=automation.cooldown_seconds),
-        ).values_list("subject_id", flat=True)
-    )
-    return [sid for sid in subject_ids if sid not in recent]
+    longest = max(automation.cooldown_seconds for automation, _ in entered)
+    recent = AutomationFiring.objects.filter(
+        automation_id__in=[automation.id for automation, _ in entered],
+        subject_id__in=sorted({sid for _, ids in entered for sid in ids}),
+        fired_at__gt=now - timedelta(seconds=longest),
+    ).values_list("automation_id", "subject_id", "fired_at")
+    held: set[tuple[int, int]] = set()
+    cooldowns = {automation.id: automation.cooldown_seconds for automation, _ in entered}
+    for automation_id, subject_id, fired_at in recent:
+        if fired_at > now - timedelta(seconds=cooldowns[automation_id]):
+            held.add((automation_id, subject_id))
+    due = [
+        (automation, [sid for sid in ids if (automation.id, sid) not in held])
+        for automation, ids in entered
+    ]
+    return [(automation, ids) for automation, ids in due if ids]

@@ -209,6 +209,55 @@ def test_the_cool_down_holds_a_second_firing_back(scored_acme, receiver):
     assert _fired(automation) == ["globodyne", "globodyne"]
 
 
+def test_automations_of_one_refresh_each_keep_their_own_cool_down(scored_acme, receiver):
+    """A refresh serves its automations together (one read of their firings, one write of
+    their deliveries): each still holds back by its own cool-down, and an automation on users
+    gets the user, one on accounts the account."""
+    hourly, daily = (
+        automation_create(
+            workspace=scored_acme.workspace,
+            trigger="score_changed",
+            threshold=10,
+            url=receiver.url,
+            cooldown_seconds=seconds,
+        )
+        for seconds in (3600, 24 * 3600)
+    )
+    on_users = automation_create(
+        workspace=scored_acme.workspace,
+        trigger="score_changed",
+        threshold=10,
+        target="users",
+        url=receiver.url,
+    )
+    apply(
+        scored_acme,
+        group("cat", "globodyne"),
+        track("cat", "Report", times=30, account="globodyne"),
+    )
+    _refresh(scored_acme)
+    assert (_fired(hourly), _fired(daily), _fired(on_users)) == (
+        ["globodyne"],
+        ["globodyne"],
+        ["cat"],
+    )
+    # Two hours later Globodyne enters the condition again: past the hour, within the day.
+    AutomationFiring.objects.filter(automation__in=[hourly, daily]).update(
+        fired_at=timezone.now() - timedelta(hours=2)
+    )
+    globodyne = Account.objects.get(tracking_id="globodyne")
+    AutomationSubjectState.objects.filter(
+        automation__in=[hourly, daily], subject_id=globodyne.id
+    ).delete()
+    apply(scored_acme, track("cat", "Report", account="globodyne"))
+    _refresh(scored_acme)
+    assert (_fired(hourly), _fired(daily), _fired(on_users)) == (
+        ["globodyne", "globodyne"],
+        ["globodyne"],
+        ["cat"],
+    )
+
+
 def test_inactive_fires_for_a_subject_past_the_days(scored_acme, receiver):
     automation = automation_create(
         workspace=scored_acme.workspace,
