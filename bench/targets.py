@@ -125,13 +125,13 @@ def settle(*, idle_share: float = 0.9, longest_s: float = 90.0) -> str:
     except Exception as error:  # noqa: BLE001 (the figures stand without it, and say so)
         print(f"settle: no CHECKPOINT ({error})")
     os.sync()
-    idle = _idle_share()
+    idle = cpu_idle_share()
     while idle < idle_share and time.monotonic() - started < longest_s:
-        idle = _idle_share()
+        idle = cpu_idle_share()
     return f"settled in {time.monotonic() - started:.0f} s (CPUs {idle:.0%} idle)"
 
 
-def _idle_share(seconds: float = 1.0) -> float:
+def cpu_idle_share(seconds: float = 1.0) -> float:
     """The share of the CPUs' time spent idle over the next `seconds` (Linux's /proc/stat)."""
 
     def sample() -> tuple[int, int]:
