@@ -28,6 +28,15 @@ def _refresh(tenant):
     return workspace_refresh(workspace_id=tenant.workspace.id)
 
 
+def _globodyne_arrives_busy(tenant) -> None:
+    """Cat joins a new account, Globodyne, and uses the product heavily: its score jumps."""
+    apply(
+        tenant,
+        group("cat", "globodyne"),
+        track("cat", "Report", times=30, account="globodyne"),
+    )
+
+
 def _fired(automation) -> list[str]:
     return sorted(
         d.payload["data"][automation.subject_kind]["tracking_id"]
@@ -42,11 +51,7 @@ def test_a_new_account_scoring_up_fires_score_changed_once(scored_acme, receiver
         threshold=10,
         url=receiver.url,
     )
-    apply(
-        scored_acme,
-        group("cat", "globodyne"),
-        track("cat", "Report", times=30, account="globodyne"),
-    )
+    _globodyne_arrives_busy(scored_acme)
     _refresh(scored_acme)
     assert _fired(automation) == ["globodyne"]
     delivery = Delivery.objects.get(automation=automation)
@@ -186,11 +191,7 @@ def test_the_cool_down_holds_a_second_firing_back(scored_acme, receiver):
         url=receiver.url,
         cooldown_seconds=3600,
     )
-    apply(
-        scored_acme,
-        group("cat", "globodyne"),
-        track("cat", "Report", times=30, account="globodyne"),
-    )
+    _globodyne_arrives_busy(scored_acme)
     _refresh(scored_acme)
     assert _fired(automation) == ["globodyne"]
     globodyne = Account.objects.get(tracking_id="globodyne")
@@ -230,11 +231,7 @@ def test_automations_of_one_refresh_each_keep_their_own_cool_down(scored_acme, r
         target="users",
         url=receiver.url,
     )
-    apply(
-        scored_acme,
-        group("cat", "globodyne"),
-        track("cat", "Report", times=30, account="globodyne"),
-    )
+    _globodyne_arrives_busy(scored_acme)
     _refresh(scored_acme)
     assert (_fired(hourly), _fired(daily), _fired(on_users)) == (
         ["globodyne"],
