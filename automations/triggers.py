@@ -137,11 +137,8 @@ def _matching_conditions(automation: Automation, ids: list[int], now: datetime) 
 
 def entered(automation: Automation, refreshed: ScoresRefreshed) -> list[int]:
     """The subjects that entered the automation's condition in this refresh."""
-    ids = (
-        refreshed.user_ids
-        if automation.target == Automation.Target.USERS
-        else (refreshed.account_ids)
-    )
+    on_users = automation.target == Automation.Target.USERS
+    ids = refreshed.user_ids if on_users else refreshed.account_ids
     if automation.trigger in _STATEFUL:
         return states_record(automation, ids, refreshed.now)
     if automation.trigger in (
@@ -168,17 +165,17 @@ def cooled_down(
     entered = [(automation, ids) for automation, ids in entered if ids]
     if not entered:
         return []
-    longest = max(automation.cooldown_seconds for automation, _ in entered)
-    recent = AutomationFiring.objects.filter(
-        automation_id__in=[automation.id for automation, _ in entered],
-        subject_id__in=sorted({sid for _, ids in entered for sid in ids}),
-        fired_at__gt=now - timedelta(seconds=longest),
-    ).values_list("automation_id", "subject_id", "fired_at")
-    held: set[tuple[int, int]] = set()
     cooldowns = {automation.id: automation.cooldown_seconds for automation, _ in entered}
-    for automation_id, subject_id, fired_at in recent:
-        if fired_at > now - timedelta(seconds=cooldowns[automation_id]):
-            held.add((automation_id, subject_id))
+    recent = AutomationFiring.objects.filter(
+        automation_id__in=list(cooldowns),
+        subject_id__in=sorted({sid for _, ids in entered for sid in ids}),
+        fired_at__gt=now - timedelta(seconds=max(cooldowns.values())),
+    ).values_list("automation_id", "subject_id", "fired_at")
+    held = {
+        (automation_id, subject_id)
+        for automation_id, subject_id, fired_at in recent
+        if fired_at > now - timedelta(seconds=cooldowns[automation_id])
+    }
     due = [
         (automation, [sid for sid in ids if (automation.id, sid) not in held])
         for automation, ids in entered
