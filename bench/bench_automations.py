@@ -174,12 +174,13 @@ def main() -> int:
         f"three (median of {len(without_hook)} and {len(with_hook)}): "
         f"{(hook_ms / bare_ms - 1) * 100:+.1f}% (target <= +10%)"
     )
-    own_ms = statistics.median(in_hook) * 1000
-    print(
-        f"the hook itself inside those refreshes: median {own_ms:.1f} ms, "
-        f"{own_ms / hook_ms * 100:.1f}% of their median (the deliveries' sends after the "
-        "commit not counted: about 1.4 ms each)"
-    )
+    if in_hook:  # a refresh with nothing to do calls no hook
+        own_ms = statistics.median(in_hook) * 1000
+        print(
+            f"the hook itself inside those refreshes: median {own_ms:.1f} ms, "
+            f"{own_ms / hook_ms * 100:.1f}% of their median (the deliveries' sends after the "
+            "commit not counted: about 1.4 ms each)"
+        )
     return 0
 
 

@@ -398,8 +398,8 @@ def measure(
 
 
 def combined(rounds: list[Run]) -> Run:
-    """Rounds of one server as one run: the mean rate and median (equal rounds), the worst
-    p99, and the totals answered, refused and stored."""
+    """Rounds of one server as one run: the mean of their rates and of their p50s (the rounds
+    last alike), the worst p99, and the totals answered, refused and stored."""
     first = rounds[0]
     stored = [run.stored for run in rounds if run.stored is not None]
     return Run(
