@@ -12,6 +12,13 @@ keep-alive connections, each for a new userId and with its own timestamp, paced 
 equal to the event's time; the visibility latency runs from the 202 to that answer. After 10 s a
 sample counts as a miss. The script makes and migrates its own database (eds_bench_fresh), uses
 Redis db 10, stops every process it starts, and exits non-zero only when it could not measure.
+
+    .venv/bin/python bench/bench_freshness.py --replica    # the read API on a streaming replica
+
+With --replica the service runs on a temporary primary cluster and the read API (a separate
+uvicorn) reads a streaming replica of it (bench/pg_clusters.py: two PostgreSQL servers on this
+box, ports BENCH_REPLICA_PORTS, default 5440,5441), as docs/scaling.md's read replicas do; the
+replica's replay lag is sampled on the primary while the calls are sent.
 """
 
 from __future__ import annotations
@@ -37,6 +44,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.databases import recreate_migrated_database  # noqa: E402 (after the path is set)
+from bench.pg_clusters import (  # noqa: E402
+    Cluster,
+    ClusterError,
+    ReplicaWatch,
+    primary_and_replica,
+)
 
 BIN = ROOT / ".venv" / "bin"
 PYTHON = str(BIN / "python")
@@ -49,6 +62,12 @@ START_SECONDS = 40  # for a server or the first event to come through
 GIVE_UP_SECONDS = 10.0  # a sample not visible by then is a miss
 TARGET_P95_SECONDS = 1.0
 LATE_SECONDS = 30.0  # a server that cannot keep up: stop sending this long after schedule
+REPLICA_PORTS = tuple(
+    int(port) for port in os.environ.get("BENCH_REPLICA_PORTS", "5440,5441").split(",")
+)
+# The service's database: on this machine's server, or with --replica on a temporary primary,
+# with the streaming replica the read API reads (set by measure before any process starts).
+DATABASE = {"url": f"{PG_URL}/{DB_NAME}", "replica_url": ""}
 
 
 class CouldNotMeasure(Exception):
@@ -69,7 +88,8 @@ def service_env() -> dict[str, str]:
             "SECRET_KEY": "bench-only-secret-key-not-for-production-use-0123456789",
             "FIELD_ENCRYPTION_SALT": "bench-only-salt",
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "DATABASE_URL": f"{PG_URL}/{DB_NAME}",
+            "DATABASE_URL": DATABASE["url"],
+            "DATABASE_REPLICA_URL": DATABASE["replica_url"],
             "CELERY_BROKER_URL": BROKER_URL,
             "READ_API_THROTTLE_RATE": "off",
             "STATIC_ROOT": str(static_root),
@@ -582,7 +602,13 @@ def percentile(values: list[float], fraction: float) -> float:
     return values[min(rank, len(values)) - 1]
 
 
-def report(args: argparse.Namespace, figures: Figures, loads: tuple, settings: dict) -> None:
+def report(
+    args: argparse.Namespace,
+    figures: Figures,
+    loads: tuple,
+    settings: dict,
+    watch: ReplicaWatch | None = None,
+) -> None:
     latencies = sorted(figures.latencies)
     answers = sorted(figures.answer_times)
     polls = sorted(figures.poll_times)
@@ -636,6 +662,19 @@ def report(args: argparse.Namespace, figures: Figures, loads: tuple, settings: d
         ),
         ("load average 1 min: start / end", f"{loads[0]:.2f} / {loads[1]:.2f}"),
     ]
+    if watch is not None:
+        lags = sorted(watch.lag_seconds)
+        rows.append(
+            (
+                f"replica replay lag p50 / p95 / max (ms, {len(lags)} samples)",
+                " / ".join(ms(percentile(lags, q)) for q in (0.5, 0.95, 1.0)) if lags else "-",
+            )
+        )
+        behind = max(watch.bytes_behind, default=0) / 1024
+        rows.append(("replica most behind (kB)", f"{behind:,.0f}"))
+        rows.append(
+            ("transactions on the replica while sending", f"{watch.replica_transactions:,}")
+        )
     print()
     print(f"{'freshness: v2 track 202 -> visible in GET /v2/users':<46} {'value':>14}")
     for label, value in rows:
@@ -651,7 +690,10 @@ def report(args: argparse.Namespace, figures: Figures, loads: tuple, settings: d
     print(
         "read API polled on: "
         + (
-            f"a separate uvicorn (1 worker, port {PORT + 1}), not the ingest processes"
+            f"a separate uvicorn (1 worker, port {PORT + 1}) reading a streaming replica "
+            f"(port {REPLICA_PORTS[1]}) of the primary (port {REPLICA_PORTS[0]})"
+            if args.replica
+            else f"a separate uvicorn (1 worker, port {PORT + 1}), not the ingest processes"
             if args.separate_read_server
             else f"the same uvicorn ({args.web_workers} workers) that takes the track calls"
         )
@@ -682,6 +724,23 @@ def machine() -> str:
 
 
 def measure(args: argparse.Namespace) -> int:
+    if not args.replica:
+        return measure_on(args, None)
+    for port in REPLICA_PORTS:
+        if not port_is_free(port):
+            raise CouldNotMeasure(f"port {port} is busy; set BENCH_REPLICA_PORTS")
+    print("starting a primary and its streaming replica ...", flush=True)
+    try:
+        with primary_and_replica(ports=REPLICA_PORTS) as (primary, replica):
+            DATABASE.update(url=primary.url(DB_NAME), replica_url=replica.url(DB_NAME))
+            return measure_on(args, (primary, replica))
+    except ClusterError as exc:
+        raise CouldNotMeasure(str(exc)) from exc
+
+
+def measure_on(args: argparse.Namespace, clusters: tuple[Cluster, Cluster] | None) -> int:
+    """The run, on DATABASE; `clusters`: the temporary primary and the replica the read API
+    reads (--replica), the replay lag and both servers' CPU measured while sending."""
     read_port = PORT + 1 if args.separate_read_server else PORT
     for port in {PORT, read_port}:
         if not port_is_free(port):
@@ -727,10 +786,15 @@ def measure(args: argparse.Namespace) -> int:
         groups = {process.label: process.popen.pid for process in processes}
         cpu_before = {label: group_cpu_seconds(pid) for label, pid in groups.items()}
         cpu_before["load generator"] = own_cpu_seconds()
-        figures = asyncio.run(freshness.run())
+        servers = dict(zip(("primary", "replica"), clusters, strict=True)) if clusters else {}
+        cpu_before.update({label: server.cpu_seconds() for label, server in servers.items()})
+        watch = ReplicaWatch(*clusters, DB_NAME) if clusters else None
+        with watch or contextlib.nullcontext():
+            figures = asyncio.run(freshness.run())
         load_end = os.getloadavg()[0]
         cpu_after = {label: group_cpu_seconds(pid) for label, pid in groups.items()}
         cpu_after["load generator"] = own_cpu_seconds()
+        cpu_after.update({label: server.cpu_seconds() for label, server in servers.items()})
         figures.cpu = {
             label: (cpu_after[label] - cpu_before[label]) / figures.send_seconds
             for label in cpu_after
@@ -740,7 +804,7 @@ def measure(args: argparse.Namespace) -> int:
                 f"no track call was accepted ({figures.refused} refused, {figures.errors} errors)"
                 f"\n{server.output()}"
             )
-        report(args, figures, (load_start, load_end), settings)
+        report(args, figures, (load_start, load_end), settings, watch)
         return 0
     finally:
         for process in reversed(processes):
@@ -768,7 +832,13 @@ def main() -> int:
         action="store_true",
         help="poll a second uvicorn (1 worker, next port): reads apart from ingestion",
     )
+    parser.add_argument(
+        "--replica",
+        action="store_true",
+        help="run on a temporary primary; the read server reads its streaming replica",
+    )
     args = parser.parse_args()
+    args.separate_read_server = args.separate_read_server or args.replica
     args.seconds = min(max(args.seconds, 1.0), 120.0)
     args.rate = min(max(args.rate, 1.0), 20_000.0)
     # Stopped from outside (make bench interrupted): unwind, so every started process is stopped.
