@@ -672,9 +672,7 @@ def report(
         )
         behind = max(watch.bytes_behind, default=0) / 1024
         rows.append(("replica most behind (kB)", f"{behind:,.0f}"))
-        rows.append(
-            ("transactions on the replica while sending", f"{watch.replica_transactions:,}")
-        )
+        rows.append(("sessions on the replica (the read API's)", f"{watch.replica_sessions:,}"))
     print()
     print(f"{'freshness: v2 track 202 -> visible in GET /v2/users':<46} {'value':>14}")
     for label, value in rows:
