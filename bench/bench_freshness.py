@@ -62,9 +62,7 @@ START_SECONDS = 40  # for a server or the first event to come through
 GIVE_UP_SECONDS = 10.0  # a sample not visible by then is a miss
 TARGET_P95_SECONDS = 1.0
 LATE_SECONDS = 30.0  # a server that cannot keep up: stop sending this long after schedule
-REPLICA_PORTS = tuple(
-    int(port) for port in os.environ.get("BENCH_REPLICA_PORTS", "5440,5441").split(",")
-)
+REPLICA_PORTS_TEXT = os.environ.get("BENCH_REPLICA_PORTS", "5440,5441")
 # The service's database: on this machine's server, or with --replica on a temporary primary,
 # with the streaming replica the read API reads (set by measure before any process starts).
 DATABASE = {"url": f"{PG_URL}/{DB_NAME}", "replica_url": ""}
@@ -689,7 +687,7 @@ def report(
         "read API polled on: "
         + (
             f"a separate uvicorn (1 worker, port {PORT + 1}) reading a streaming replica "
-            f"(port {REPLICA_PORTS[1]}) of the primary (port {REPLICA_PORTS[0]})"
+            f"(port {replica_ports()[1]}) of the primary (port {replica_ports()[0]})"
             if args.replica
             else f"a separate uvicorn (1 worker, port {PORT + 1}), not the ingest processes"
             if args.separate_read_server
@@ -721,15 +719,26 @@ def machine() -> str:
     )
 
 
+def replica_ports() -> tuple[int, int]:
+    """BENCH_REPLICA_PORTS: the primary's port and the replica's, as "5440,5441"."""
+    parts = REPLICA_PORTS_TEXT.split(",")
+    if len(parts) != 2 or not all(part.strip().isdigit() for part in parts):
+        raise CouldNotMeasure(
+            f"BENCH_REPLICA_PORTS={REPLICA_PORTS_TEXT!r}: give two ports, as 5440,5441"
+        )
+    return int(parts[0]), int(parts[1])
+
+
 def measure(args: argparse.Namespace) -> int:
     if not args.replica:
         return measure_on(args, None)
-    for port in REPLICA_PORTS:
+    ports = replica_ports()
+    for port in ports:
         if not port_is_free(port):
             raise CouldNotMeasure(f"port {port} is busy; set BENCH_REPLICA_PORTS")
     print("starting a primary and its streaming replica ...", flush=True)
     try:
-        with primary_and_replica(ports=REPLICA_PORTS) as (primary, replica):
+        with primary_and_replica(ports=ports) as (primary, replica):
             DATABASE.update(url=primary.url(DB_NAME), replica_url=replica.url(DB_NAME))
             return measure_on(args, (primary, replica))
     except ClusterError as exc:
