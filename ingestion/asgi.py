@@ -85,7 +85,7 @@ async def _read_body(receive: Receive, cap: int) -> bytes:
 
 # Answers of the two checks below, remembered per process: they read only settings (and a Host
 # value, of which a few usual ones are remembered), and settings change only in tests.
-_hosts_allowed: dict[str, bool] = {}
+_hosts_allowed: dict[bytes, bool] = {}
 _security_headers: dict[str, list[tuple[bytes, bytes]]] = {}
 _REMEMBERED_HOSTS = 64
 
@@ -108,15 +108,15 @@ def _key_rate_limit_on() -> bool:
     return _key_rate_limited[0]
 
 
-def _host_allowed(headers: dict[str, str]) -> bool:
+def _host_allowed(head: http.Head) -> bool:
     """What Django's `request.get_host()` checks, for a request with a Host header and no
     X-Forwarded-Host in use; anything else goes to Django to decide."""
-    host = headers.get("host")
+    host = head.get(b"host")
     if host is None:
         return False
     allowed = _hosts_allowed.get(host)
     if allowed is None:
-        allowed = _host_check(host)
+        allowed = _host_check(host.decode("latin-1"))
         if len(host) <= 255:  # bounded in bytes: a client chooses the value
             if len(_hosts_allowed) >= _REMEMBERED_HOSTS:
                 _hosts_allowed.clear()
@@ -188,13 +188,13 @@ def _cors_headers(origin: str | None) -> list[tuple[bytes, bytes]]:
     ]
 
 
-async def _preflight(send: Send, scope: Scope, endpoint_name: str, headers: dict) -> None:
+async def _preflight(send: Send, scope: Scope, endpoint_name: str, head: http.Head) -> None:
     """OPTIONS: 204 naming the request's origin (any), POST and the headers it asked for."""
     door_answer_count(_URL_NAMES[endpoint_name], 204)
-    asked = headers.get("access-control-request-headers", "")
+    asked = head.value(b"access-control-request-headers")
     allowed = _CORS_HEADERS + (f", {asked}" if asked else "")
     answer = [
-        *_cors_headers(headers.get("origin", "*")),
+        *_cors_headers(head.value(b"origin") or "*"),
         (b"access-control-allow-methods", _CORS_METHODS),
         (b"access-control-allow-headers", allowed.encode("latin-1")),
         (b"access-control-max-age", _CORS_MAX_AGE),
@@ -273,15 +273,14 @@ class IngestionFrontDoor:
                 except acceptance.RequestError as error:
                     await _respond(send, scope, endpoint_name, error.status, error.body())
                     return
-                headers = head.fields
-                if _host_allowed(headers):
+                if _host_allowed(head):
                     method = scope["method"]
                     if method == "POST":
                         await self.ingest(endpoint_name, scope, head, receive, send)
                     elif method == "OPTIONS":
-                        await _preflight(send, scope, endpoint_name, headers)
+                        await _preflight(send, scope, endpoint_name, head)
                     else:
-                        await _not_allowed(send, scope, endpoint_name, headers.get("origin"))
+                        await _not_allowed(send, scope, endpoint_name, head.value(b"origin"))
                     return
         if scope["type"] == "lifespan":
             await self.lifespan(receive, send)
@@ -292,8 +291,7 @@ class IngestionFrontDoor:
         self, endpoint_name: str, scope: Scope, head: http.Head, receive: Receive, send: Send
     ) -> None:
         received_at = datetime.now(UTC)
-        headers = head.fields
-        origin = headers.get("origin")
+        origin = head.value(b"origin")
         limits = ingestion_limits()
         limit = acceptance.body_limit(endpoint_name, limits)
         target = len(scope.get("raw_path") or scope["path"].encode()) + len(scope["query_string"])
@@ -303,8 +301,8 @@ class IngestionFrontDoor:
             outcome = acceptance.accept(
                 endpoint_name,
                 raw,
-                authorization=headers.get("authorization"),
-                content_encoding=headers.get("content-encoding"),
+                authorization=head.value(b"authorization"),
+                content_encoding=head.value(b"content-encoding"),
                 now_ms=int(time.time() * 1000),
                 limits=limits,
             )

@@ -1,12 +1,12 @@
 """What the door decides before and around the body: which endpoint a path names, the limits on
 headers and the request target, and whether the whole body arrived. The door reads its request
 head once, with `read_head`, into a `Head`: its fields by lower-case name (a field sent several
-times joined with ","), and the size of its longest field line.
+times joined with ","), still bytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 from ingestion.acceptance.endpoints import ENDPOINTS
 from ingestion.acceptance.errors import RequestError, too_large
@@ -29,72 +29,86 @@ def endpoint_for_path(path: str) -> str | None:
 
 # Fields that must come once: HTTP has no way to join two of them (the server lets a repeated one
 # through).
-_SINGLE_FIELDS = frozenset({"host", "content-type", "content-length"})
+_SINGLE_FIELDS = frozenset({b"host", b"content-type", b"content-length"})
 
 
-class Head:
-    """A request's header fields by lower-case name, and the bytes of its longest field line
-    ("name: value", after joining), which `check_head` holds to MAX_HEADER_LINE."""
+class Head(dict[bytes, bytes]):
+    """A request's header fields, as sent: values by lower-case name (a field sent several times
+    joined with ","), both still bytes, since the door reads only a few of them (`value`
+    decodes one)."""
 
-    __slots__ = ("fields", "longest_line")
+    __slots__ = ()
 
-    def __init__(self, fields: dict[str, str], longest_line: int) -> None:
-        self.fields = fields
-        self.longest_line = longest_line
+    def value(self, name: bytes) -> str | None:
+        """The field `name` (lower-case), decoded as HTTP's latin-1, or None when not sent."""
+        raw = self.get(name)
+        return None if raw is None else raw.decode("latin-1")
 
 
-def read_head(raw_headers: Iterable[tuple[bytes, bytes]]) -> Head:
-    """The ASGI header pairs, read in one pass: decoded (latin-1), by lower-case name, a repeated
-    field's values joined with ","; a 400 for a field that must come once."""
-    fields: dict[str, str] = {}
-    longest = 0
-    for raw_name, raw_value in raw_headers:
-        name = raw_name.decode("latin-1").lower()
-        value = raw_value.decode("latin-1")
-        if name in fields:
+def read_head(raw_headers: Sequence[tuple[bytes, bytes]]) -> Head:
+    """The ASGI header pairs by lower-case name, a repeated field's values joined with ","; a
+    400 for a field that must come once, a 431 for a field line ("name: value", after joining)
+    longer than MAX_HEADER_LINE.
+
+    The usual head (lower-case names, as uvicorn and most servers pass them; no name twice; all
+    its lines within one line's limit together) is taken whole, in C; any other goes through
+    `_read_head_field_by_field`, which measures each line."""
+    head = Head(raw_headers)
+    names = b"".join(head)
+    if (
+        len(head) == len(raw_headers)
+        and names.islower()
+        # Each line is "name: value": the sum of them all bounds the longest.
+        and len(names) + len(b"".join(head.values())) + 2 * len(head) <= MAX_HEADER_LINE
+    ):
+        return head
+    return _read_head_field_by_field(raw_headers)
+
+
+def _read_head_field_by_field(raw_headers: Sequence[tuple[bytes, bytes]]) -> Head:
+    head = Head()
+    for raw_name, value in raw_headers:
+        name = raw_name.lower()  # a field name is an ASCII token
+        if name in head:
             if name in _SINGLE_FIELDS:
-                raise RequestError(400, "invalid_header", f"Send one {name.title()} header.")
-            value = f"{fields[name]},{value}"
-        fields[name] = value
-        # A joined value only grows, so the longest line seen on the way is the longest at the
-        # end; measured here so that `check_head` need not walk the fields again.
-        size = len(name) + len(value)
-        if size > longest:
-            longest = size
-    return Head(fields, longest + 2)  # "name: value"; latin-1: one byte a character
+                field = name.decode("latin-1").title()
+                raise RequestError(400, "invalid_header", f"Send one {field} header.")
+            value = b"%s,%s" % (head[name], value)
+        head[name] = value
+    # A joined value only grows, so a line is measured once all are read; the first field (in
+    # the order first sent) whose line is too long names the answer.
+    for name, value in head.items():
+        if len(name) + 2 + len(value) > MAX_HEADER_LINE:
+            raise RequestError(
+                431,
+                "request_header_fields_too_large",
+                f"The header {name[:40].decode('latin-1')!r} is longer than "
+                f"{MAX_HEADER_LINE} bytes.",
+            )
+    return head
 
 
 def check_head(head: Head, target_length: int, body_limit: int) -> None:
-    """431 for header fields too many or too large, 414 for a request target too long, 413 for
-    a declared body past the limit (refused unread)."""
-    fields = head.fields
-    if len(fields) > MAX_HEADER_FIELDS:
+    """431 for header fields too many (`read_head` answers one too large), 414 for a request
+    target too long, 413 for a declared body past the limit (refused unread)."""
+    if len(head) > MAX_HEADER_FIELDS:
         raise RequestError(
             431,
             "request_header_fields_too_large",
             f"Send at most {MAX_HEADER_FIELDS} header fields.",
         )
-    if head.longest_line > MAX_HEADER_LINE:
-        # The first field (in the order first sent) whose line is too long names the answer.
-        name = next(n for n, v in fields.items() if len(n) + 2 + len(v) > MAX_HEADER_LINE)
-        raise RequestError(
-            431,
-            "request_header_fields_too_large",
-            f"The header {name[:40]!r} is longer than {MAX_HEADER_LINE} bytes.",
-        )
     if target_length > MAX_TARGET:
         raise RequestError(
             414, "uri_too_long", f"The request target is longer than {MAX_TARGET} bytes."
         )
-    declared = declared_length(fields)
+    declared = declared_length(head)
     if declared is not None and declared > body_limit:
         raise too_large(body_limit)
 
 
-def declared_length(headers: dict[str, str]) -> int | None:
+def declared_length(headers: dict[bytes, bytes]) -> int | None:
     """The Content-Length sent, or None (none, or chunked: the server checked its framing)."""
-    value = headers.get("content-length")
+    value = headers.get(b"content-length")
     if value is None or not value.isdigit():
         return None
     return int(value)
-

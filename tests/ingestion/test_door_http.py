@@ -12,6 +12,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from django.test import override_settings
 
+from ingestion.acceptance import http
+from ingestion.acceptance.errors import RequestError
 from ingestion.models import AcceptedRequest
 from ingestion.store import backlog_refresh
 
@@ -172,6 +174,35 @@ def test_a_header_longer_than_8190_bytes_is_a_431(door, acme, size):
     status, body = answer(send(door, head, TRACK))
 
     assert (status, body["code"]) == (431, "request_header_fields_too_large")
+
+
+def test_header_lines_each_within_8190_bytes_but_longer_together_are_taken(door, acme):
+    padding = [f"X-Pad-{i}: " + "p" * 5000 for i in range(3)]
+    head = post_head("/v2/track", TRACK, f"Authorization: {acme.basic}", *padding)
+
+    status, _ = answer(send(door, head, TRACK))
+
+    assert status == 202
+    assert AcceptedRequest.objects.count() == 1
+
+
+def test_a_head_as_an_asgi_server_may_pass_it_mixed_case_and_repeated_is_read_one_way():
+    as_lower_case = http.read_head([(b"host", b"127.0.0.1"), (b"x-tag", b"a"), (b"x-tag", b"b")])
+    as_sent = http.read_head([(b"Host", b"127.0.0.1"), (b"X-Tag", b"a"), (b"x-tag", b"b")])
+
+    assert as_lower_case == as_sent == {b"host": b"127.0.0.1", b"x-tag": b"a,b"}
+    assert as_sent.value(b"host") == "127.0.0.1"
+    assert as_sent.value(b"origin") is None
+
+
+def test_a_line_too_long_only_once_repeats_are_joined_is_a_431():
+    pair = [(b"x-pad", b"p" * 4100), (b"X-Pad", b"p" * 4100)]
+
+    with pytest.raises(RequestError) as raised:
+        http.read_head([(b"host", b"127.0.0.1"), *pair])
+
+    assert (raised.value.status, raised.value.code) == (431, "request_header_fields_too_large")
+    assert "'x-pad'" in raised.value.message
 
 
 def test_two_authorization_headers_are_one_400(door, acme):
