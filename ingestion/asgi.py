@@ -65,20 +65,19 @@ class _Disconnected(Exception):
     """The client went away before its body arrived whole."""
 
 
-async def _read_body(receive: Receive, cap: int) -> bytes:
-    """The whole body, or its first `cap` bytes when longer (enough to answer 413)."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
+async def _rest_of_body(receive: Receive, first: Message, cap: int) -> bytes:
+    """The whole body that `first` began (its first ASGI message, with more to come), or its
+    first `cap` bytes when longer (enough to answer 413)."""
+    chunks = [first.get("body", b"")]
+    size = len(chunks[0])
+    while size < cap:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise _Disconnected
         chunk = message.get("body", b"")
-        if not chunks and not message.get("more_body", False):
-            return chunk[:cap]  # the whole body in one message, as a small body comes: no join
         chunks.append(chunk)
         size += len(chunk)
-        if size >= cap or not message.get("more_body", False):
+        if not message.get("more_body", False):
             break
     return b"".join(chunks)[:cap]
 
@@ -297,7 +296,15 @@ class IngestionFrontDoor:
         target = len(scope.get("raw_path") or scope["path"].encode()) + len(scope["query_string"])
         try:
             http.check_head(head, target + (1 if scope["query_string"] else 0), limit)
-            raw = await _read_body(receive, limit + 1)  # one byte over is enough for a 413
+            # One byte over the limit is enough for a 413. A small body comes in one message:
+            # read here, without a coroutine of its own.
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            if message.get("more_body", False):
+                raw = await _rest_of_body(receive, message, limit + 1)
+            else:
+                raw = message.get("body", b"")[: limit + 1]
             outcome = acceptance.accept(
                 endpoint_name,
                 raw,
