@@ -192,8 +192,9 @@ async def _preflight(send: Send, scope: Scope, endpoint_name: str, head: http.He
     door_answer_count(_URL_NAMES[endpoint_name], 204)
     asked = head.value(b"access-control-request-headers")
     allowed = _CORS_HEADERS + (f", {asked}" if asked else "")
+    origin = head.value(b"origin")
     answer = [
-        *_cors_headers(head.value(b"origin") or "*"),
+        *_cors_headers("*" if origin is None else origin),
         (b"access-control-allow-methods", _CORS_METHODS),
         (b"access-control-allow-headers", allowed.encode("latin-1")),
         (b"access-control-max-age", _CORS_MAX_AGE),

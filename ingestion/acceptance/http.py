@@ -6,7 +6,7 @@ times joined with ","), still bytes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ingestion.acceptance.endpoints import ENDPOINTS
 from ingestion.acceptance.errors import RequestError, too_large
@@ -45,24 +45,27 @@ class Head(dict[bytes, bytes]):
         return None if raw is None else raw.decode("latin-1")
 
 
-def read_head(raw_headers: Sequence[tuple[bytes, bytes]]) -> Head:
+def read_head(raw_headers: Iterable[tuple[bytes, bytes]]) -> Head:
     """The ASGI header pairs by lower-case name, a repeated field's values joined with ","; a
     400 for a field that must come once, a 431 for a field line ("name: value", after joining)
     longer than MAX_HEADER_LINE.
 
     The usual head (lower-case names, as uvicorn and most servers pass them; no name twice; all
     its lines within one line's limit together) is taken whole, in C; any other goes through
-    `_read_head_field_by_field`, which measures each line."""
-    head = Head(raw_headers)
+    `_read_head_field_by_field`, which measures each line. Both answer for every method: a
+    head that cannot be read as one is refused before anything else."""
+    # ASGI allows any iterable; servers pass a list.
+    pairs = raw_headers if isinstance(raw_headers, list) else list(raw_headers)
+    head = Head(pairs)
     names = b"".join(head)
     if (
-        len(head) == len(raw_headers)
+        len(head) == len(pairs)
         and names.islower()
         # Each line is "name: value": the sum of them all bounds the longest.
         and len(names) + len(b"".join(head.values())) + 2 * len(head) <= MAX_HEADER_LINE
     ):
         return head
-    return _read_head_field_by_field(raw_headers)
+    return _read_head_field_by_field(pairs)
 
 
 def _read_head_field_by_field(raw_headers: Sequence[tuple[bytes, bytes]]) -> Head:
