@@ -20,8 +20,10 @@ first day and on the day it leaves the window, and a subject's changes summed in
 its raw scores, users and accounts from the same pass over the rollups. Days that already hold
 points (a recompute after late events) are compared with the new ones, and only the points that
 differ are written. Both are in engagement/history_recompute.py. On PostgreSQL, when the build
-is its caller's outermost transaction, the account points of either path are computed on a
-second connection beside the users (engagement/scoring/alongside.py).
+is its caller's outermost transaction, the accounts are worked out on a second connection
+beside the users (engagement/scoring/alongside.py): over more than a week their points whole,
+over up to a week their own raw points, their means (which need the users' days) then following
+in the build's session.
 """
 
 # SQL here is assembled from fixed table and column names and dialect snippets; every value is
@@ -36,7 +38,12 @@ from django.conf import settings
 from django.db import connection
 
 from engagement.history_percentiles import day_percentiles
-from engagement.history_recompute import KINDS, raw_by_changes, store_differences
+from engagement.history_recompute import (
+    KINDS,
+    day_table_columns,
+    raw_by_changes,
+    store_differences,
+)
 from engagement.history_stretches import raw_by_day
 from engagement.models import Workspace
 from engagement.scoring.alongside import alongside_start, rows_copied
@@ -94,13 +101,19 @@ class HistoryBuilder(WorkspaceRun):
         """Compute and store the days; returns the user and account points written (or, for
         stored days, changed)."""
         self.prepare()
-        accounts = alongside_start(self, self._account_rows_alongside)
+        short = self.short_range
+        compute = self._account_days_alongside if short else self._account_rows_alongside
+        accounts = alongside_start(self, compute)
         try:
             if accounts is None:
                 self.raw_scores(with_accounts=True)
                 return self.store_users(), self.store_accounts()
             self.raw_scores(with_accounts=False)
             users = self.store_users()
+            if short:
+                self.temp("eds_h_account_day", day_table_columns("account"))
+                accounts.collect(self, "eds_h_account_day")
+                return users, self.store_accounts()
             self.temp(_ACCOUNT_ROWS, _ACCOUNT_ROW_COLUMNS)
             accounts.collect(self, _ACCOUNT_ROWS)
             return users, self.store_account_rows(f"SELECT * FROM {_ACCOUNT_ROWS}")
@@ -108,16 +121,31 @@ class HistoryBuilder(WorkspaceRun):
             if accounts is not None:
                 accounts.close()
 
+    @property
+    def short_range(self) -> bool:
+        """Whether the range is short enough to sum each subject's daily changes
+        (raw_by_changes) rather than order every day total (raw_by_day)."""
+        return (self.last - self.first).days < DELTA_DAYS
+
+    def _account_days_alongside(self) -> bytes:
+        """On another connection, for a short range: the accounts' own raw points of these days
+        (eds_h_account_day). Their means are worked out in the job's session, from the users'
+        days it has by then: worked out here as well, with the users' days and p90 again, they
+        kept this side 8-10 s longer than the job at a million users, the job waiting
+        (docs/benchmarks.md, 2026-11-27 afternoon)."""
+        side = self._side()
+        try:
+            side.prepare()
+            raw_by_changes(side, ("account",))
+            return rows_copied(side, "eds_h_account_day")
+        finally:
+            side.close()
+
     def _account_rows_alongside(self) -> bytes:
         """On another connection (scoring.alongside): the account points of these days, as
         rows of _ACCOUNT_ROWS. That side works out the users' days and the days' p90 again,
         which the accounts' means need, beside this session doing the same for the users."""
-        side = HistoryBuilder(
-            workspace=self.workspace,
-            first=self.first,
-            last=self.last,
-            stored_until=self.stored_until,
-        )
+        side = self._side()
         try:
             side.prepare()
             side.raw_scores(with_accounts=True)
@@ -127,6 +155,15 @@ class HistoryBuilder(WorkspaceRun):
             return rows_copied(side, _ACCOUNT_ROWS)
         finally:
             side.close()
+
+    def _side(self) -> HistoryBuilder:
+        """A builder of the same days, for the other connection's thread."""
+        return HistoryBuilder(
+            workspace=self.workspace,
+            first=self.first,
+            last=self.last,
+            stored_until=self.stored_until,
+        )
 
     # --- setup ------------------------------------------------------------------------------
 
@@ -158,7 +195,7 @@ class HistoryBuilder(WorkspaceRun):
     def raw_scores(self, *, with_accounts: bool) -> None:
         """eds_h_user_day (and eds_h_account_day): the raw scores of the days, by the path
         their number takes."""
-        if (self.last - self.first).days < DELTA_DAYS:
+        if self.short_range:
             raw_by_changes(self, KINDS if with_accounts else ("user",))
             return
         raw_by_day(self, "user", f"({self.user_points()}) p")

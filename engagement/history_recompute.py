@@ -118,11 +118,16 @@ def _sum_changes(builder: HistoryBuilder, kinds: tuple[str, ...]) -> None:
     builder.analyze("eds_h_day", *(f"eds_h_{kind}_change" for kind in kinds))
 
 
+def day_table_columns(kind: str) -> str:
+    """The columns of eds_h_<kind>_day: each subject's raw score of each day it has one."""
+    return f"{kind}_id BIGINT, day DATE, raw BIGINT"
+
+
 def _raw_from_changes(builder: HistoryBuilder, kind: str) -> None:
     """eds_h_<kind>_day from eds_h_<kind>_change: each change's running sum is the raw score
     from its day to the subject's next change, one row per day it covers that is not zero."""
     column, span = f"{kind}_id", (builder.last - builder.first).days
-    builder.temp(f"eds_h_{kind}_day", f"{column} BIGINT, day DATE, raw BIGINT")
+    builder.temp(f"eds_h_{kind}_day", day_table_columns(kind))
     if builder.single_day:
         # The daily step: a subject's one change (k = 0, its whole window) is its raw score of
         # the day, so the running sums, their window pass and the join to the days reduce to

@@ -39,6 +39,11 @@ def means_computed_here(queries) -> int:
     return sum("INSERT INTO eds_h_account_mean" in q["sql"] for q in queries)
 
 
+def account_changes_computed_here(queries) -> int:
+    """How many times the job's own connection summed the accounts' daily changes."""
+    return sum("INSERT INTO eds_h_account_change" in q["sql"] for q in queries)
+
+
 @each_activity
 def test_every_day_built_alongside_equals_a_rescore_as_of_that_day(acme, settings, activity):
     settings.SCORING_ACCOUNTS_ALONGSIDE = True
@@ -56,7 +61,10 @@ def test_every_day_built_alongside_equals_a_rescore_as_of_that_day(acme, setting
     AccountScoreDay.objects.filter(workspace=workspace, day=day(3)).first().delete()
     with transaction.atomic():
         builder = HistoryBuilder(
-            workspace=workspace, first=day(8), last=day(1), stored_until=day(1),
+            workspace=workspace,
+            first=day(8),
+            last=day(1),
+            stored_until=day(1),
             own_transaction=True,
         )
         try:
@@ -70,7 +78,8 @@ def test_every_day_built_alongside_equals_a_rescore_as_of_that_day(acme, setting
 @each_activity
 def test_days_up_to_a_week_computed_alongside_store_the_same(acme, settings, activity):
     """The daily step and a recompute after late events (the path of up to a week) compute
-    their account points on the second connection too, and store what the full build does."""
+    the accounts' own raw points on the second connection, their means (which need the users'
+    days) in the job's session, and store what the full build does."""
     settings.SCORING_ACCOUNTS_ALONGSIDE = True
     activity(acme)
     expected = assert_built_history_is_rescored(
@@ -80,7 +89,8 @@ def test_days_up_to_a_week_computed_alongside_store_the_same(acme, settings, act
     with CaptureQueriesContext(connection) as queries:
         assert_short_ranges_store_the_same(acme.workspace, expected, own_transaction=True)
 
-    assert means_computed_here(queries) == 0
+    assert account_changes_computed_here(queries) == 0
+    assert means_computed_here(queries) == 4  # the builds of 1, 2, 7 and 6 days
 
 
 @pytest.mark.parametrize("history", ["never built", "built"])
