@@ -37,6 +37,7 @@ import datetime
 from django.conf import settings
 from django.db import connection
 
+from engagement.backends import database_backend
 from engagement.history_percentiles import day_percentiles
 from engagement.history_recompute import (
     KINDS,
@@ -100,6 +101,8 @@ class HistoryBuilder(WorkspaceRun):
     def build(self) -> tuple[int, int]:
         """Compute and store the days; returns the user and account points written (or, for
         stored days, changed)."""
+        # It reads every rollup of its days and of a lookback before them, out of their order.
+        database_backend().rollups_prefetch()
         self.prepare()
         short = self.short_range
         compute = self._account_days_alongside if short else self._account_rows_alongside

@@ -1,0 +1,134 @@
+"""A full rescore and a history build first ask PostgreSQL's pg_prewarm to read the rollups and
+their indexes into the operating system's cache (engagement.backends.postgresql.rollups_prefetch),
+where the extension is installed and they fit effective_cache_size; the migration creates the
+extension where the database role may and skips it otherwise."""
+
+import importlib
+import uuid
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from engagement.backends import database_backend
+from engagement.history_build import HistoryBuilder
+from engagement.scoring import workspace_rescore
+from tests.engagement.helpers import apply, group, track
+from tests.engagement.test_history import day
+from tests.engagement.test_scoring import snapshot
+
+pytestmark = pytest.mark.both_databases
+
+migration = importlib.import_module("engagement.migrations.0024_pg_prewarm")
+postgresql_only = pytest.mark.postgresql  # pg_prewarm is PostgreSQL's
+
+
+@pytest.fixture(autouse=True)
+def pg_prewarm_available(db):
+    """pg_prewarm ships with PostgreSQL (contrib); a server built without it skips these."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_prewarm'")
+        if cursor.fetchone() is None:
+            pytest.skip("this PostgreSQL has no pg_prewarm")
+
+
+@pytest.fixture
+def ann_and_bob(acme):
+    """Acme with Ann (two reports today, a login three days ago) and Bob (a login) in Acme Co."""
+    apply(
+        acme,
+        group("ann", "acme-co"),
+        group("bob", "acme-co"),
+        track("ann", "Report_Created", times=2),
+        track("ann", "Login", days_ago=3),
+        track("bob", "Login"),
+    )
+    return acme
+
+
+def prefetches(queries) -> int:
+    return sum("pg_prewarm(" in q["sql"] for q in queries)
+
+
+def extension_installed() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_prewarm'")
+        return cursor.fetchone() is not None
+
+
+def extension_drop() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("DROP EXTENSION IF EXISTS pg_prewarm")
+
+
+@postgresql_only
+def test_a_full_rescore_and_a_history_build_ask_for_the_rollups_first(ann_and_bob):
+    assert extension_installed()  # the test database was migrated by a superuser
+
+    with CaptureQueriesContext(connection) as queries:
+        workspace_rescore(workspace_id=ann_and_bob.workspace.id)
+    assert prefetches(queries) == 1
+    assert snapshot(ann_and_bob)["users"]["ann"][0] > 0  # her engagement score
+
+    builder = HistoryBuilder(workspace=ann_and_bob.workspace, first=day(5), last=day(1))
+    with CaptureQueriesContext(connection) as queries:
+        try:
+            users, _accounts = builder.build()
+        finally:
+            builder.close()
+    assert prefetches(queries) == 1
+    assert users > 0
+
+
+@postgresql_only
+def test_nothing_is_asked_without_the_extension_and_scores_are_the_same(ann_and_bob):
+    workspace_rescore(workspace_id=ann_and_bob.workspace.id)
+    with_prefetch = snapshot(ann_and_bob)
+    extension_drop()  # rolled back with the test's transaction
+
+    assert database_backend().rollups_prefetch() is False
+    with CaptureQueriesContext(connection) as queries:
+        workspace_rescore(workspace_id=ann_and_bob.workspace.id)
+    assert prefetches(queries) == 0
+    assert snapshot(ann_and_bob) == with_prefetch
+
+
+@postgresql_only
+def test_nothing_is_asked_when_the_rollups_exceed_the_cache_postgresql_plans_with(ann_and_bob):
+    assert database_backend().rollups_prefetch() is True
+    with connection.cursor() as cursor:
+        # One page: the rollups' two indexes alone take more.
+        cursor.execute("SET LOCAL effective_cache_size = '8kB'")
+    assert database_backend().rollups_prefetch() is False
+
+
+def test_sqlite_has_nothing_to_ask(ann_and_bob):
+    if connection.vendor == "postgresql":
+        pytest.skip("SQLite's answer")
+    assert database_backend().rollups_prefetch() is False
+
+
+class _Editor:
+    """What the migration's function reads of a schema editor: its connection."""
+
+    connection = connection
+
+
+@postgresql_only
+def test_the_migration_creates_the_extension_where_the_role_may_and_skips_it_otherwise(db):
+    extension_drop()
+    role = f"eds_plain_{uuid.uuid4().hex[:8]}"
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE ROLE {role} NOLOGIN")  # rolled back with the test
+        cursor.execute(f"SET ROLE {role}")
+        try:
+            migration.pg_prewarm_create(None, _Editor())  # refused: no error, nothing created
+            cursor.execute("SELECT 1")  # the transaction is still usable
+        finally:
+            cursor.execute("RESET ROLE")
+    assert not extension_installed()
+
+    migration.pg_prewarm_create(None, _Editor())
+    assert extension_installed()
