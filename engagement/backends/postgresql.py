@@ -151,17 +151,20 @@ class PostgresBackend(DatabaseBackend):
     def rollups_prefetch(self) -> bool:
         # Scoring reads the rollups by user (the unique key) and by account: one 8 kB page at a
         # time, each from disk when the operating system has let it go, which the first user
-        # range of a rescore waited for (8-10 s instead of 3.5 s at a million users). Asked for
-        # whole, the pages come in large sequential reads: 1.3 s for 2.4 GB from disk, 0.1 s
+        # range of a rescore waited for (8-12 s instead of 3.5 s at a million users). Asked for
+        # whole, the pages come in large sequential reads: 1.3 s for 2.4 GB from disk, 0.2 s
         # when already cached (docs/benchmarks.md, 2026-11-27 evening). pg_prewarm's prefetch
-        # only advises the kernel; it needs the extension (a migration creates it where the
-        # role may), and is skipped when the relations exceed effective_cache_size, the cache
-        # PostgreSQL itself plans with (years of rollups it would only push other data out).
+        # only advises the kernel. It needs the extension (a migration creates it where the
+        # role may) and the right to call it, and is skipped when the relations exceed
+        # effective_cache_size, the cache PostgreSQL itself plans with (years of rollups it
+        # would only push other data out).
         with connection.cursor() as cursor:
             cursor.execute(
                 """
                 SELECT n.nspname FROM pg_extension e
-                JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_prewarm'
+                JOIN pg_namespace n ON n.oid = e.extnamespace
+                JOIN pg_proc p ON p.pronamespace = n.oid AND p.proname = 'pg_prewarm'
+                WHERE e.extname = 'pg_prewarm' AND has_function_privilege(p.oid, 'EXECUTE')
                 """
             )
             row = cursor.fetchone()
@@ -170,7 +173,7 @@ class PostgresBackend(DatabaseBackend):
             relations = [EventRollup._meta.db_table, *_rollup_indexes()]
             cursor.execute(
                 """
-                SELECT SUM(pg_relation_size(CAST(r AS regclass))) <= (
+                SELECT SUM(pg_relation_size(to_regclass(r))) <= (
                     SELECT CAST(setting AS BIGINT) * 8192 FROM pg_settings
                     WHERE name = 'effective_cache_size')
                 FROM unnest(CAST(%s AS text[])) r
@@ -181,8 +184,8 @@ class PostgresBackend(DatabaseBackend):
                 return False
             prewarm = f"{connection.ops.quote_name(row[0])}.pg_prewarm"
             cursor.execute(
-                f"SELECT {prewarm}(CAST(r AS regclass), 'prefetch') "
-                "FROM unnest(CAST(%s AS text[])) r",
+                f"SELECT {prewarm}(to_regclass(r), 'prefetch') "
+                "FROM unnest(CAST(%s AS text[])) r WHERE to_regclass(r) IS NOT NULL",
                 [relations],
             )
             return True
