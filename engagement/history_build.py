@@ -102,7 +102,7 @@ class HistoryBuilder(WorkspaceRun):
         """Compute and store the days; returns the user and account points written (or, for
         stored days, changed)."""
         # It reads every rollup of its days and of a lookback before them, out of their order.
-        database_backend().rollups_prefetch()
+        database_backend().rollups_prefetch(self.workspace.product_id)
         self.prepare()
         short = self.short_range
         compute = self._account_days_alongside if short else self._account_rows_alongside

@@ -84,11 +84,12 @@ class DatabaseBackend:
     def score_tables_analyze(self) -> None:
         """Refresh the planner's statistics of the score tables (outside a transaction)."""
 
-    def rollups_prefetch(self) -> bool:
+    def rollups_prefetch(self, product_id: int) -> bool:
         """Ask for the daily rollups and the indexes a job reads them by to be read into the
-        operating system's cache at once, ahead of a job that reads all of them out of their
-        stored order (a full rescore, a history build); returns whether it was asked. Where
-        the database cannot, or they would not fit its cache, nothing is done."""
+        operating system's cache at once, ahead of a job that reads all of the product's out of
+        their stored order (a full rescore, a history build); returns whether it was asked.
+        Where the database cannot, they would not fit its cache, or the product's rollups are
+        too few to reach most of their pages, nothing is done."""
         return False
 
 

@@ -148,29 +148,25 @@ class PostgresBackend(DatabaseBackend):
             with connection.cursor() as cursor:
                 cursor.execute("ANALYZE engagement_userscore, engagement_accountscore")
 
-    def rollups_prefetch(self) -> bool:
+    def rollups_prefetch(self, product_id: int) -> bool:
         # Scoring reads the rollups by user (the unique key) and by account: one 8 kB page at a
         # time, each from disk when the operating system has let it go, which the first user
         # range of a rescore waited for (8-12 s instead of 3.5 s at a million users). Asked for
         # whole, the pages come in large sequential reads: 1.3 s for 2.4 GB from disk, 0.2 s
         # when already cached (docs/benchmarks.md, 2026-11-27 evening). pg_prewarm's prefetch
         # only advises the kernel. It needs the extension (a migration creates it where the
-        # role may) and the right to call it, and is skipped when the relations exceed
+        # role may) and the right to call it. It is skipped when the relations exceed
         # effective_cache_size, the cache PostgreSQL itself plans with (years of rollups it
-        # would only push other data out).
+        # would only push other data out), and for a product with less than a fiftieth of the
+        # rollups: the products' rows are stored side by side, day by day, about 50 to a page,
+        # so a product with more reaches most pages anyway, and a smaller one reads only the
+        # pages of its own rows, by index.
         with connection.cursor() as cursor:
-            cursor.execute(
-                """
-                SELECT n.nspname FROM pg_extension e
-                JOIN pg_namespace n ON n.oid = e.extnamespace
-                JOIN pg_proc p ON p.pronamespace = n.oid AND p.proname = 'pg_prewarm'
-                WHERE e.extname = 'pg_prewarm' AND has_function_privilege(p.oid, 'EXECUTE')
-                """
-            )
-            row = cursor.fetchone()
-            if row is None:
+            prewarm = _pg_prewarm_callable(cursor)
+            if prewarm is None:
                 return False
-            relations = [EventRollup._meta.db_table, *_rollup_indexes()]
+            table, relations = EventRollup._meta.db_table, [EventRollup._meta.db_table]
+            relations += _rollup_indexes()
             cursor.execute(
                 """
                 SELECT SUM(pg_relation_size(to_regclass(r))) <= (
@@ -182,13 +178,39 @@ class PostgresBackend(DatabaseBackend):
             )
             if not cursor.fetchone()[0]:
                 return False
-            prewarm = f"{connection.ops.quote_name(row[0])}.pg_prewarm"
+            product_rows = _rows_estimated(cursor, table, "product_id = %s", [product_id])
+            if product_rows < _PREFETCH_MIN_SHARE * _rows_estimated(cursor, table):
+                return False
             cursor.execute(
                 f"SELECT {prewarm}(to_regclass(r), 'prefetch') "
                 "FROM unnest(CAST(%s AS text[])) r WHERE to_regclass(r) IS NOT NULL",
                 [relations],
             )
             return True
+
+
+def _pg_prewarm_callable(cursor) -> str | None:
+    """pg_prewarm's qualified name, when it is installed and this role may call it."""
+    cursor.execute(
+        """
+        SELECT n.nspname FROM pg_extension e
+        JOIN pg_namespace n ON n.oid = e.extnamespace
+        JOIN pg_proc p ON p.pronamespace = n.oid AND p.proname = 'pg_prewarm'
+        WHERE e.extname = 'pg_prewarm' AND has_function_privilege(p.oid, 'EXECUTE')
+        """
+    )
+    row = cursor.fetchone()
+    return None if row is None else f"{connection.ops.quote_name(row[0])}.pg_prewarm"
+
+
+# The share of the rollups a product needs for a prefetch of all of them (rollups_prefetch).
+_PREFETCH_MIN_SHARE = 1 / 50
+
+
+def _rows_estimated(cursor, table: str, where: str = "TRUE", params: list | None = None) -> float:
+    """The planner's estimate of `table`'s rows matching `where`, from its statistics: no scan."""
+    cursor.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {table} WHERE {where}", params or [])
+    return float(cursor.fetchone()[0][0]["Plan"]["Plan Rows"])
 
 
 def _rollup_indexes() -> list[str]:

@@ -227,7 +227,7 @@ def _recomputed_ids(run: ScoringRun) -> RecomputedIds:
 def _rescore_everyone(run: ScoringRun) -> tuple[int, int]:
     """A full rescore; returns the users and accounts scored."""
     # It reads every rollup of two windows, out of their stored order.
-    database_backend().rollups_prefetch()
+    database_backend().rollups_prefetch(run.workspace.product_id)
     run.full_rescore_start()
     alongside = rescore_alongside_start(run)
     try:

@@ -42,7 +42,18 @@ def ann_and_bob(acme):
         track("ann", "Login", days_ago=3),
         track("bob", "Login"),
     )
+    rollup_statistics()
     return acme
+
+
+def rollup_statistics() -> None:
+    """Fresh planner statistics of the rollups, which the prefetch estimates a product's by."""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE engagement_eventrollup")
+
+
+def prefetch(tenant) -> bool:
+    return database_backend().rollups_prefetch(tenant.workspace.product_id)
 
 
 def prefetches(queries) -> int:
@@ -83,7 +94,7 @@ def test_nothing_is_asked_without_the_extension_and_scores_are_the_same(ann_and_
     with_prefetch = snapshot(ann_and_bob)
     extension_drop()  # rolled back with the test's transaction
 
-    assert database_backend().rollups_prefetch() is False
+    assert prefetch(ann_and_bob) is False
     with CaptureQueriesContext(connection) as queries:
         workspace_rescore(workspace_id=ann_and_bob.workspace.id)
     assert prefetches(queries) == 0
@@ -91,11 +102,24 @@ def test_nothing_is_asked_without_the_extension_and_scores_are_the_same(ann_and_
 
 
 def test_nothing_is_asked_when_the_rollups_exceed_the_cache_postgresql_plans_with(ann_and_bob):
-    assert database_backend().rollups_prefetch() is True
+    assert prefetch(ann_and_bob) is True
     with connection.cursor() as cursor:
         # One page: the rollups' two indexes alone take more.
         cursor.execute("SET LOCAL effective_cache_size = '8kB'")
-    assert database_backend().rollups_prefetch() is False
+    assert prefetch(ann_and_bob) is False
+
+
+def test_a_product_with_less_than_a_fiftieth_of_the_rollups_is_not_asked(acme, globex):
+    # Acme's 400 event names of a day against Globex's one rollup row.
+    apply(acme, *(track("ann", f"Feature_{n:03}_Used") for n in range(400)))
+    apply(globex, track("gil", "Login"))
+    rollup_statistics()
+
+    assert prefetch(acme) is True
+    assert prefetch(globex) is False
+    with CaptureQueriesContext(connection) as queries:
+        workspace_rescore(workspace_id=globex.workspace.id)
+    assert prefetches(queries) == 0
 
 
 class _Editor:
@@ -129,7 +153,7 @@ def test_nothing_is_asked_of_a_role_that_may_not_call_pg_prewarm(ann_and_bob):
         cursor.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
         cursor.execute(f"SET ROLE {role}")
         try:
-            assert database_backend().rollups_prefetch() is False  # no error either
+            assert prefetch(ann_and_bob) is False  # no error either
         finally:
             cursor.execute("RESET ROLE")
-    assert database_backend().rollups_prefetch() is True
+    assert prefetch(ann_and_bob) is True
