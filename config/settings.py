@@ -195,6 +195,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "engagement.tasks.event_partitions_maintain",
         "schedule": 3600.0,
     },
+    # The rollups of the days that ended, stored again in user order (docs/scoring.md).
+    "events-rollups-order": {
+        "task": "engagement.tasks.event_rollups_order",
+        "schedule": 3600.0,
+    },
     "scores-refresh-due": {
         "task": "engagement.tasks.scores_refresh_due",
         "schedule": float(env_int("SCORING_REFRESH_SECONDS", 10, minimum=1)),
@@ -278,6 +283,9 @@ SCORING_ACCOUNTS_ALONGSIDE = env_bool("SCORING_ACCOUNTS_ALONGSIDE", True)
 # Raw events older than this are deleted (whole daily partitions on PostgreSQL); the daily
 # rollups that scores read are kept.
 EVENTS_RETENTION_DAYS = env_int("EVENTS_RETENTION_DAYS", 90, minimum=1)
+# PostgreSQL: each hourly run stores at most this many ended days of a product's rollups again in
+# user order (docs/scoring.md); a new install's earlier days are caught up over a few runs.
+ROLLUPS_ORDER_DAYS_PER_RUN = env_int("ROLLUPS_ORDER_DAYS_PER_RUN", 3, minimum=1)
 # Segment joins and leaves (the segment page's chart) older than this many days are deleted.
 SEGMENT_CHANGES_RETENTION_DAYS = env_int("SEGMENT_CHANGES_RETENTION_DAYS", 400, minimum=1)
 

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Min
 
 from engagement.backends import database_backend
+from engagement.models import EventRollup, Product
 from engagement.people_rows import LATEST_LINKED_ACCOUNTS
 from engagement.track_staging import StagedTracks
 
@@ -114,3 +116,41 @@ def partitions_maintain(*, today: date, days_ahead: int, retention_days: int) ->
     return database_backend().partitions_maintain(
         today=today, days_ahead=days_ahead, retention_days=retention_days
     )
+
+
+# --- Rollups' order ----------------------------------------------------------------------------
+
+# How far back past days are ordered: the two windows a full rescore reads at the longest
+# lookback (30 days each) and the 30 days of a history build beyond them.
+ROLLUPS_ORDER_REACH_DAYS = 90
+
+
+def rollups_order_past_days(*, today: date, days_per_product: int) -> dict[str, int]:
+    """Store each product's rollups of the days that ended since its last run again in user
+    order (DatabaseBackend.rollups_order), oldest first, at most `days_per_product` days each
+    and none older than ROLLUPS_ORDER_REACH_DAYS; `Product.rollups_ordered_through` records
+    the last day done. Late events that reach an ordered day are stored where they land. A day
+    whose rollups stayed locked by writers is tried again next time. Returns the days ordered,
+    the rows moved and the products whose turn was put off."""
+    yesterday = today - timedelta(days=1)
+    earliest = today - timedelta(days=ROLLUPS_ORDER_REACH_DAYS)
+    backend = database_backend()
+    done = {"days": 0, "rows": 0, "put_off": 0}
+    for product in Product.objects.order_by("id"):
+        ordered = product.rollups_ordered_through
+        if ordered is None:  # the first run: from its first rollup within reach
+            first = EventRollup.objects.filter(product_id=product.id).aggregate(day=Min("day"))
+            ordered = max(earliest, first["day"] or yesterday) - timedelta(days=1)
+        day = max(earliest, ordered + timedelta(days=1))
+        for _ in range(days_per_product):
+            if day > yesterday:
+                break
+            moved = backend.rollups_order(product.id, day)
+            if moved is None:
+                done["put_off"] += 1
+                break
+            Product.objects.filter(id=product.id).update(rollups_ordered_through=day)
+            done["days"] += 1
+            done["rows"] += moved
+            day += timedelta(days=1)
+    return done

@@ -90,6 +90,12 @@ def event_partitions_maintain() -> dict[str, int]:
 
 
 @shared_task(ignore_result=True)
+def event_rollups_order() -> dict[str, int]:
+    """Periodic (hourly): the rollups of the days that ended stored again in user order."""
+    return services.event_rollups_order()
+
+
+@shared_task(ignore_result=True)
 def score_history_due() -> int:
     """Periodic (every minute): one history update per workspace never built, whose day ended,
     whose settings changed, or with late events noted (scores_refresh_due queues those first)."""

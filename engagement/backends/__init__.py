@@ -92,6 +92,14 @@ class DatabaseBackend:
         too few to reach most of their pages, nothing is done."""
         return False
 
+    def rollups_order(self, product_id: int, day: date) -> int | None:
+        """Store the product's rollups of `day`, a day that has ended, again in user order, so
+        that a job reading a range of users finds them on few pages; returns the rows moved,
+        or None when writers held the rollups too long (the day is left to a later try). Rows
+        keep every value, their id included. Where the database keeps rows in the order they
+        came anyway and its jobs read few (SQLite, the embedded mode), nothing is done."""
+        return 0
+
 
 class SegmentStatements:
     """The SQL pieces of one segment refresh (engagement.segments): the FROM clauses of the

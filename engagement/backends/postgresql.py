@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date
 
-from django.db import connection, models, transaction
+from django.db import OperationalError, connection, models, transaction
 
 from engagement.backends import DatabaseBackend, SegmentStatements, pg_events
 from engagement.event_store import StagedTrackIds, StoredEvents
@@ -187,6 +187,76 @@ class PostgresBackend(DatabaseBackend):
                 [relations],
             )
             return True
+
+    def rollups_order(self, product_id: int, day: date) -> int | None:
+        # The drain stores a day's rollups as its batches come, the users in no order, so every
+        # page holds users from all over: a full rescore's user ranges and a user's history each
+        # read nearly every page of the window for a few rows on it (docs/benchmarks.md,
+        # 2026-11-27 night). Stored again in user order, a range of users is a run of pages.
+        # PostgreSQL moves a row only by deleting it and inserting it again, so each chunk of
+        # users is moved under a lock that waits for the rollups' writers and holds them off
+        # (readers go on): a statement that deletes or copies rows by plain DML (an erasure, an
+        # alias merge) would otherwise miss a row moved beside it. Chunks keep that wait short;
+        # a writer holding the table longer than _ORDER_LOCK_TIMEOUT leaves the day to later.
+        table = EventRollup._meta.db_table
+        with connection.cursor() as cursor:
+            # The day's rows, and the user that starts each chunk after the first.
+            cursor.execute(
+                f"""
+                SELECT count(*), array_agg(DISTINCT user_id) FILTER (WHERE n %% %s = 0)
+                FROM (SELECT user_id, row_number() OVER (ORDER BY user_id) AS n
+                      FROM {table} WHERE product_id = %s AND day = %s) AS numbered
+                """,
+                [_ORDER_CHUNK_ROWS, product_id, day],
+            )
+            rows, starts = cursor.fetchone()
+        if not rows:
+            return 0
+        bounds: list[int | None] = [None, *sorted(starts or []), None]
+        moved = 0
+        for low, high in zip(bounds, bounds[1:], strict=False):
+            try:
+                with transaction.atomic():
+                    moved += _rollups_chunk_order(product_id, day, low, high)
+            except OperationalError as error:
+                if getattr(error.__cause__, "sqlstate", None) == _LOCK_NOT_AVAILABLE:
+                    return None
+                raise
+        return moved
+
+
+def _rollups_chunk_order(product_id: int, day: date, low: int | None, high: int | None) -> int:
+    """Move the rollups of `day` of the users from `low` (included) to `high` (excluded), None
+    for no bound, to the end of the table in user order; the rows moved."""
+    table = EventRollup._meta.db_table
+    columns = ", ".join(field.column for field in EventRollup._meta.concrete_fields)
+    users, params = "", [product_id, day]
+    if low is not None:
+        users, params = users + " AND user_id >= %s", [*params, low]
+    if high is not None:
+        users, params = users + " AND user_id < %s", [*params, high]
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL lock_timeout = '{_ORDER_LOCK_TIMEOUT}'")
+        cursor.execute(f"LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE")
+        cursor.execute("SET LOCAL lock_timeout = DEFAULT")
+        cursor.execute(
+            f"""
+            WITH moved AS (
+                DELETE FROM {table} WHERE product_id = %s AND day = %s {users}
+                RETURNING {columns})
+            INSERT INTO {table} ({columns})
+            SELECT {columns} FROM moved ORDER BY user_id, event_name, account_key
+            """,
+            params,
+        )
+        return cursor.rowcount
+
+
+# Rollups moved per transaction by rollups_order (about 0.5 s each at a million users), and
+# how long one waits for the rollups' writers before leaving the day to a later try.
+_ORDER_CHUNK_ROWS = 20_000
+_ORDER_LOCK_TIMEOUT = "2s"
+_LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE lock_not_available
 
 
 def _pg_prewarm_callable(cursor) -> str | None:
