@@ -27,6 +27,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from queue import SimpleQueue
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -158,17 +159,23 @@ class RescoreAlongside:
     def __init__(self, run: ScoringRun) -> None:
         self._run = run
         self._ranges = UserRanges(user_id_bounds(run))
-        self._users: Future[bytes] = Future()
+        # The other connection's user ranges as it hands them over (COPY text), then None; or
+        # its error.
+        self._users: SimpleQueue[bytes | BaseException | None] = SimpleQueue()
         self._accounts = _started(run, self._compute)
         self._accounts.on_failure(self._users_failed)
 
     def users_aggregate(self, run: ScoringRun) -> None:
         """eds_t_user as aggregate(run, USERS) fills it: the job's ranges, aggregated here,
-        and the other connection's, copied in once it is done with its last."""
+        and the other connection's, each copied in as it is handed over: those done while the
+        job was busy with its own at once, the last one while it comes."""
         result_table_create(run, USERS)
         while (ids := self._ranges.lowest()) is not None:
             users_aggregate_into(run, ids)
-        rows_copy_in(run, USERS.table, self._users.result())
+        while (rows := self._users.get()) is not None:
+            if isinstance(rows, BaseException):
+                raise rows
+            rows_copy_in(run, USERS.table, rows)
         run.analyze(USERS.table)
 
     def accounts_collect(self, run: ScoringRun) -> None:
@@ -190,23 +197,22 @@ class RescoreAlongside:
         try:
             side.full_rescore_start()
             result_table_create(side, USERS)
-            # Each range's rows read out as soon as it is done, while the job is still busy
+            # Each range's rows handed over as soon as it is done, while the job is still busy
             # with its own: at the end, only the last range's are left to wait for.
-            copied: list[bytes] = []
             while (ids := self._ranges.highest()) is not None:
                 users_aggregate_into(side, ids)
                 within = f"WHERE {USERS.key} >= {int(ids[0])} AND {USERS.key} < {int(ids[1])}"
-                copied.append(rows_copied(side, USERS.table, within))
-            self._users.set_result(b"".join(copied))
+                self._users.put(rows_copied(side, USERS.table, within))
+            self._users.put(None)
             aggregate(side, ACCOUNTS)
             return rows_copied(side, ACCOUNTS.table)
         finally:
             side.close()
 
     def _users_failed(self, error: BaseException) -> None:
-        # The job may be waiting for the users: it gets the other connection's error instead.
-        if not self._users.done():
-            self._users.set_exception(error)
+        # The job may be waiting for the users: it gets the other connection's error instead
+        # (after the users' part, nothing reads it).
+        self._users.put(error)
 
 
 def rescore_alongside_start(run: ScoringRun) -> RescoreAlongside | None:
