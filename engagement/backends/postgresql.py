@@ -252,9 +252,10 @@ def _rollups_chunk_order(product_id: int, day: date, low: int | None, high: int 
         return cursor.rowcount
 
 
-# Rollups moved per transaction by rollups_order (about 0.5 s each at a million users), and
-# how long one waits for the rollups' writers before leaving the day to a later try.
-_ORDER_CHUNK_ROWS = 20_000
+# Rollups moved per transaction by rollups_order (0.3 s each, 0.5 s at most, at a million users:
+# a day 11 s in all; docs/benchmarks.md, 2026-11-27 night), and how long one waits for the
+# rollups' writers before leaving the day to a later try.
+_ORDER_CHUNK_ROWS = 10_000
 _ORDER_LOCK_TIMEOUT = "2s"
 _LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE lock_not_available
 
