@@ -190,9 +190,9 @@ class PostgresBackend(DatabaseBackend):
 
     def rollups_order(self, product_id: int, day: date) -> int | None:
         # The drain stores a day's rollups as its batches come, the users in no order, so every
-        # page holds users from all over: a full rescore's user ranges and a user's history each
-        # read nearly every page of the window for a few rows on it (docs/benchmarks.md,
-        # 2026-11-27 night). Stored again in user order, a range of users is a run of pages.
+        # page holds users from all over: each of a full rescore's user ranges read nearly every
+        # page of the window for a few rows on each (docs/benchmarks.md, 2026-11-27 night).
+        # Stored again in user order, a range of users is a run of pages.
         # PostgreSQL moves a row only by deleting it and inserting it again, so each chunk of
         # users is moved under a lock that waits for the rollups' writers and holds them off
         # (readers go on): a statement that deletes or copies rows by plain DML (an erasure, an
