@@ -449,6 +449,7 @@ while more and time.monotonic() < deadline:
     dropped += result.dropped
 print(json.dumps({{"started": started, "ended": time.time(), "requests": requests,
                   "batch": settings.INGESTION_DRAIN_BATCH,
+                  "connections": settings.INGESTION_DRAIN_CONNECTIONS,
                   "dropped": dropped, "left": more}}))
 """
 
@@ -623,6 +624,7 @@ def drain(requests: int, workers: int = 1, per_request: int = 1) -> dict:
         "events_per_s": applied * per_request / seconds,
         "left_in_store": store_counts()[0],
         "batch": reports[0]["batch"],
+        "connections": reports[0]["connections"],
     }
 
 
@@ -907,7 +909,9 @@ def print_table(runs: list[Run], drains: list[dict]) -> None:
         print(
             f"  {'each message with' if drained.get('message_ids', True) else 'no'} messageId; "
             f"event times spread over {spread} "
-            f"(BENCH_SPREAD_MS); INGESTION_DRAIN_BATCH={drained['batch']:,}"
+            f"(BENCH_SPREAD_MS); INGESTION_DRAIN_BATCH={drained['batch']:,}; "
+            f"INGESTION_DRAIN_CONNECTIONS={drained['connections']} (connections a process "
+            "drains a backlog on)"
             + ("" if drained.get("linking", True) else "; no call links users")
         )
         timing = (

@@ -255,6 +255,8 @@ INGESTION_RETRY_AFTER_SECONDS = env_int("INGESTION_RETRY_AFTER_SECONDS", 5, mini
 INGESTION_DRAIN_BATCH = env_int(
     "INGESTION_DRAIN_BATCH", 40_000 if _database_url else 10_000, minimum=1
 )
+# Database connections a worker drains a backlog on at once (PostgreSQL; SQLite takes one writer).
+INGESTION_DRAIN_CONNECTIONS = env_int("INGESTION_DRAIN_CONNECTIONS", 2, minimum=1)
 INGESTION_DROP_RETENTION_DAYS = env_int("INGESTION_DROP_RETENTION_DAYS", 30, minimum=1)
 # A repeated Segment `messageId` is applied once if it comes within this many days. One, as
 # Segment's own (about 24 hours): the dedup table holds every id of the window, and its size,

@@ -7,7 +7,7 @@ other module of ingestion reads the database vendor (tests/engagement/test_backe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from django.db import connection
@@ -30,6 +30,9 @@ class IngestionBackend:
     # The apply: a batch applied together goes through SQL staging, so a request that fails
     # whole is tried once more the generic way before it is split.
     applies_through_staging = False
+    # The drain: other connections may drain beside the caller's, each its own transactions
+    # (one writer at a time on SQLite).
+    drains_beside = False
 
     def accepted_rows_write(self, rows: list[StoredRow]) -> None:
         raise NotImplementedError
@@ -50,8 +53,14 @@ class IngestionBackend:
         product_id: int,
         requests: Sequence[ClaimedRequest],
         under_keys: ClaimedUnderKeys | None,
+        turn: Callable[[], None],
     ) -> None:
+        """Apply these requests (or every claimed row under these keys) once `turn` returns."""
         raise NotImplementedError
+
+    def earlier_drains_wait(self, batch: ClaimedBatch) -> None:
+        """Return once the drains holding rows this claim must be applied after have ended
+        (there are none where drains never overlap)."""
 
     def accepted_tally(self, batch: ClaimedBatch) -> None:
         raise NotImplementedError

@@ -3,7 +3,7 @@ objects, every request of a claim in a `queue.LoadedClaim`; one writer at a time
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from engagement.erasure_hooks import ErasureTarget
 from ingestion import erasure, store, tally
@@ -29,8 +29,9 @@ class PortableIngestion(IngestionBackend):
         product_id: int,
         requests: Sequence[queue.ClaimedRequest],
         under_keys: queue.ClaimedUnderKeys | None,
+        turn: Callable[[], None],
     ) -> None:
-        apply.apply_loaded(product_id, under_keys.requests() if under_keys else requests)
+        apply.apply_loaded(product_id, under_keys.requests() if under_keys else requests, turn)
 
     def accepted_tally(self, batch: queue.LoadedClaim) -> None:
         tally.accepted_minutes_record((r.key_digest, r.received_at) for r in batch.requests)

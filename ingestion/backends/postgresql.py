@@ -5,7 +5,7 @@ commit not waiting for the WAL flush (safe: its rows come back should it be lost
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from django.db import connection
 
@@ -21,6 +21,7 @@ class PostgresIngestion(IngestionBackend):
     vendor = "postgresql"
     copy_commits_alone = True
     applies_through_staging = True
+    drains_beside = True
 
     def accepted_rows_write(self, rows: list[store.StoredRow]) -> None:
         store.copy_stored_rows(rows)
@@ -39,8 +40,12 @@ class PostgresIngestion(IngestionBackend):
         product_id: int,
         requests: Sequence[queue.ClaimedRequest],
         under_keys: queue.ClaimedUnderKeys | None,
+        turn: Callable[[], None],
     ) -> None:
-        apply.apply_staged(product_id, requests, under_keys)
+        apply.apply_staged(product_id, requests, under_keys, turn)
+
+    def earlier_drains_wait(self, batch: queue.SessionClaim) -> None:
+        queue.earlier_drains_wait_in_session(batch)
 
     def accepted_tally(self, batch: queue.SessionClaim) -> None:
         tally.accepted_minutes_record_claimed(batch.claim)

@@ -40,16 +40,28 @@ MESSAGE_TRIES_PER_DRAIN = 500
 
 
 @dataclass(slots=True)
-class TryBudget:
-    """The tries a drain has left for searching failed requests for their bad messages."""
+class DrainApply:
+    """What one drain's applying shares across its products and its tries: its turn after the
+    drains holding earlier rows that link users (`wait_for_earlier`, see queue), waited for once,
+    before anything is applied; and the tries left for searching failed requests for their bad
+    messages."""
 
-    left: int = field(default_factory=lambda: MESSAGE_TRIES_PER_DRAIN)
+    wait_for_earlier: Callable[[], None] = lambda: None
+    tries_left: int = field(default_factory=lambda: MESSAGE_TRIES_PER_DRAIN)
+    waited: bool = False
+
+    def turn(self) -> None:
+        """Return once the drains this one must come after have ended. Called right before each
+        apply: what precedes it (a claim's staging and its messageIds) runs while they apply."""
+        if not self.waited:
+            self.wait_for_earlier()
+            self.waited = True
 
 
 def requests_apply(
     product_id: int,
     requests: Sequence[ClaimedRequest],
-    budget: TryBudget,
+    run: DrainApply,
     *,
     under_keys: ClaimedUnderKeys | None = None,
 ) -> list[DroppedRequest]:
@@ -60,7 +72,7 @@ def requests_apply(
     the request it came in. Returns the drops."""
     try:
         with transaction.atomic():
-            ingestion_backend().requests_apply_together(product_id, requests, under_keys)
+            ingestion_backend().requests_apply_together(product_id, requests, under_keys, run.turn)
         return []
     except OperationalError:
         raise  # the database itself is in trouble: leave the rows for the next drain
@@ -68,10 +80,10 @@ def requests_apply(
         if under_keys is not None:  # now one by one
             requests = under_keys.requests()
         if len(requests) == 1:
-            return _request_search(_BadMessageSearch(requests[0], product_id, budget), error)
+            return _request_search(_BadMessageSearch(requests[0], product_id, run), error)
     middle = len(requests) // 2
-    return requests_apply(product_id, requests[:middle], budget) + requests_apply(
-        product_id, requests[middle:], budget
+    return requests_apply(product_id, requests[:middle], run) + requests_apply(
+        product_id, requests[middle:], run
     )
 
 
@@ -89,11 +101,16 @@ def to_domain(message: dict, source: object = None) -> Message:
 
 
 def apply_staged(
-    product_id: int, requests: Sequence[ClaimedRequest], under_keys: ClaimedUnderKeys | None
+    product_id: int,
+    requests: Sequence[ClaimedRequest],
+    under_keys: ClaimedUnderKeys | None,
+    turn: Callable[[], None],
 ) -> None:
     """The SQL route (PostgreSQL): the messages staged from their stored rows, tracks applied
-    without a Python object each (ingestion/services/staging.py)."""
+    without a Python object each (ingestion/services/staging.py); `turn` returns when they may
+    be applied (DrainApply.turn)."""
     others, staged_tracks = messages_stage(product_id, requests, under_keys)
+    turn()
     result = engagement_services.messages_apply(
         product_id=product_id,
         messages=[to_domain(message, request_id) for request_id, message in others],
@@ -106,8 +123,12 @@ def apply_staged(
         )
 
 
-def apply_loaded(product_id: int, requests: Sequence[ClaimedRequest]) -> None:
-    """The generic route: the requests' messages loaded, less suppressed people."""
+def apply_loaded(
+    product_id: int, requests: Sequence[ClaimedRequest], turn: Callable[[], None]
+) -> None:
+    """The generic route: the requests' messages loaded, less suppressed people; applied once
+    `turn` returns (DrainApply.turn)."""
+    turn()
     # Which request each message came in (a message is one object in one request's list).
     request_of = {id(m): r for r in requests for m in r.messages}
     kept = messages_unsuppressed(product_id, requests)
@@ -130,9 +151,7 @@ def _apply_loaded(
         ],
     )
     if result.refused_parents:
-        drops_record(
-            [parent_refused_drop(r.source, product_id, r) for r in result.refused_parents]
-        )
+        drops_record([parent_refused_drop(r.source, product_id, r) for r in result.refused_parents])
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +160,7 @@ class _BadMessageSearch:
 
     request: ClaimedRequest
     product_id: int
-    budget: TryBudget
+    run: DrainApply
 
 
 def _request_search(search: _BadMessageSearch, error: Exception) -> list[DroppedRequest]:
@@ -176,7 +195,8 @@ def _items_apply(
     if not items:
         return []
     if error is None:
-        search.budget.left -= 1
+        search.run.tries_left -= 1
+        search.run.turn()
         try:
             with transaction.atomic():
                 messages = [message for _, message in items]
@@ -187,7 +207,7 @@ def _items_apply(
             raise  # the database itself is in trouble: leave the rows for the next drain
         except Exception as failure:
             error = failure
-    if len(items) == 1 or search.budget.left <= 0:
+    if len(items) == 1 or search.run.tries_left <= 0:
         first, last = items[0][0], items[-1][0]
         logger.error(
             "dropping %s of accepted request %s: it cannot be applied",

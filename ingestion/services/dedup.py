@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 
@@ -209,16 +210,19 @@ _UNSTAGE_REPEATS = """
 
 _SKIP_SEEN = "ON CONFLICT (message_key) DO NOTHING"
 _UNIQUE_VIOLATION = "23505"  # SQLSTATE unique_violation
-# After a claim that met an id seen in an earlier drain, this many claims of the process go
+# After a claim that met an id seen in an earlier drain, this many claims of the thread go
 # straight to the statement that skips seen ids (see _staged_claim).
 _CLAIMS_SKIPPING_AFTER_A_REPEAT = 16
 
 
-class _ClaimRoute:
-    """The process's choice between the two claim statements (one drain at a time per process:
-    a Celery worker's, or a test's)."""
+class _ClaimRoute(threading.local):
+    """The choice between the two claim statements, per thread (a drain's connection: see
+    drain.accepted_requests_drain_for)."""
 
     skipping_claims_left = 0
+
+
+_claim_route = _ClaimRoute()
 
 
 def staged_messages_claim(*, product_id: int, staged: SessionTable) -> None:
@@ -249,8 +253,8 @@ def _staged_claim(
     with a unique violation; the savepoint is rolled back and the statement that skips seen ids
     runs instead, as it does for the next few claims, so a stream full of retries pays the
     failed attempt once in a while rather than every time."""
-    if _ClaimRoute.skipping_claims_left > 0:
-        _ClaimRoute.skipping_claims_left -= 1
+    if _claim_route.skipping_claims_left > 0:
+        _claim_route.skipping_claims_left -= 1
     else:
         try:
             with transaction.atomic():
@@ -261,7 +265,7 @@ def _staged_claim(
         except IntegrityError as error:
             if getattr(error.__cause__, "sqlstate", None) != _UNIQUE_VIOLATION:
                 raise
-            _ClaimRoute.skipping_claims_left = _CLAIMS_SKIPPING_AFTER_A_REPEAT
+            _claim_route.skipping_claims_left = _CLAIMS_SKIPPING_AFTER_A_REPEAT
     claimed_keys = CLAIMED_KEYS.start()
     keep_claimed = _KEEP_CLAIMED.format(claimed_keys=claimed_keys)
     cursor.execute(

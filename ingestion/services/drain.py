@@ -1,18 +1,22 @@
 """Draining the queue: one transaction claims accepted requests, applies them, records what it
-drops and deletes them; a worker runs such drains in a loop for a while."""
+drops and deletes them; a worker runs such drains in a loop for a while, on PostgreSQL on up to
+INGESTION_DRAIN_CONNECTIONS connections at once while a backlog lasts."""
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connection, transaction
 
 from ingestion import metrics
 from ingestion.backends import ingestion_backend
 from ingestion.models import DroppedRequest, IngestionKey
-from ingestion.services.apply import TryBudget, requests_apply
+from ingestion.services.apply import DrainApply, requests_apply
 from ingestion.services.drops import drops_record, key_drop, marker_drops
 from ingestion.services.queue import (
     ClaimedBatch,
@@ -30,13 +34,15 @@ class DrainResult:
     more: bool = False
 
 
-def accepted_requests_drain(*, limit: int) -> DrainResult:
+def accepted_requests_drain(
+    *, limit: int, on_backlog: Callable[[], None] | None = None
+) -> DrainResult:
     """Claim accepted requests holding up to `limit` messages, apply them, and delete them, in
-    one transaction.
+    one transaction; `on_backlog` is called once the claim has found more waiting.
 
     Claimed rows are locked (SKIP LOCKED on PostgreSQL), so any number of workers can drain at
     once; a worker that dies mid-way leaves its rows unclaimed for the next drain. A product's
-    calls that link users are applied before the requests accepted after them (see queue).
+    calls that link users are applied after the requests accepted before them (see queue).
     """
     started = time.perf_counter()
     with transaction.atomic():
@@ -44,14 +50,16 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
         batch = requests_claim(limit=limit)
         if not batch.request_count:
             return DrainResult(0, 0)
+        if batch.more and on_backlog is not None:
+            on_backlog()
         drops, work = _drops_and_work_by_product(batch)
-        budget = TryBudget()
+        run = DrainApply(lambda: ingestion_backend().earlier_drains_wait(batch))
         for product_id, product_work in sorted(work.items()):
             if product_work.whole_keys:
                 under_keys = batch.under_keys(product_work.whole_keys)
-                drops.extend(requests_apply(product_id, [], budget, under_keys=under_keys))
+                drops.extend(requests_apply(product_id, [], run, under_keys=under_keys))
             else:
-                drops.extend(requests_apply(product_id, product_work.requests, budget))
+                drops.extend(requests_apply(product_id, product_work.requests, run))
         if drops:
             drops_record(drops)
         _accepted_tally(batch)
@@ -65,17 +73,72 @@ def accepted_requests_drain(*, limit: int) -> DrainResult:
 
 
 def accepted_requests_drain_for(*, seconds: float, batch: int) -> tuple[DrainResult, bool]:
-    """Drain batches until the store is empty or `seconds` pass; say whether work is left."""
+    """Drain batches until the store is empty or `seconds` pass; say whether work is left.
+
+    Once a claim finds a backlog, other connections drain beside this one where the backend
+    allows it (INGESTION_DRAIN_CONNECTIONS in all), each batch its own transaction as here:
+    PostgreSQL runs a statement on one core, and a drain's claim, staging and messageIds (about
+    half its work) need not wait for the drain before it to commit (DrainApply.turn). Not
+    inside a caller's transaction: other connections would not see what it holds uncommitted
+    (a test's rows)."""
     deadline = time.monotonic() + seconds
+    beside = _DrainsBeside(deadline, batch, _connections_beside())
+    try:
+        results = [_drain_until(deadline, batch, beside.start), *beside.results()]
+    finally:
+        beside.close()
+    total = DrainResult(
+        sum(result.requests for result, _ in results), sum(result.dropped for result, _ in results)
+    )
+    return total, any(more for _, more in results)
+
+
+def _connections_beside() -> int:
+    if not ingestion_backend().drains_beside or connection.in_atomic_block:
+        return 0
+    return settings.INGESTION_DRAIN_CONNECTIONS - 1
+
+
+def _drain_until(
+    deadline: float, batch: int, on_backlog: Callable[[], None] | None = None
+) -> tuple[DrainResult, bool]:
+    """Drain batches on this thread's connection until none is left or the deadline passes."""
     requests = dropped = 0
     while True:
-        result = accepted_requests_drain(limit=batch)
+        result = accepted_requests_drain(limit=batch, on_backlog=on_backlog)
         requests += result.requests
         dropped += result.dropped
         if not result.more:
             return DrainResult(requests, dropped), False
         if time.monotonic() >= deadline:
             return DrainResult(requests, dropped), True
+
+
+class _DrainsBeside:
+    """Drains on `count` other connections (threads of a pool), started by the first claim that
+    finds a backlog; each connection is closed (or given back to the pool) when it is done."""
+
+    def __init__(self, deadline: float, batch: int, count: int) -> None:
+        self._deadline, self._batch, self._count = deadline, batch, count
+        self._pool = ThreadPoolExecutor(count, "drain-beside") if count else None
+        self._running: list[Future[tuple[DrainResult, bool]]] = []
+
+    def start(self) -> None:
+        if self._pool is not None and not self._running:
+            self._running = [self._pool.submit(self._drain) for _ in range(self._count)]
+
+    def _drain(self) -> tuple[DrainResult, bool]:
+        try:
+            return _drain_until(self._deadline, self._batch)
+        finally:
+            connection.close()
+
+    def results(self) -> list[tuple[DrainResult, bool]]:
+        return [running.result() for running in self._running]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -282,8 +282,16 @@ def claim_in_session_table(limit: int) -> SessionClaim:
         keys = {
             digest: ClaimedKey(latest, markers) for digest, latest, markers in cursor.fetchall()
         }
-        cursor.execute(_AFTER_EARLIER_DRAINS, {"first": first, "digests": list(keys)})
     return SessionClaim(requests, more, messages, keys, claim, first)
+
+
+def earlier_drains_wait_in_session(batch: SessionClaim) -> None:
+    """PostgreSQL: wait for the drains holding rows accepted before this claim's that link
+    users (_AFTER_EARLIER_DRAINS). Called once a claim's messages are staged and their
+    messageIds claimed, right before anything is applied: a drain's staging overlaps the apply
+    of the drain before it."""
+    with connection.cursor() as cursor:
+        cursor.execute(_AFTER_EARLIER_DRAINS, {"first": batch.first, "digests": list(batch.keys)})
 
 
 _CLAIMED_REQUESTS = """

@@ -93,15 +93,15 @@ def _sql_route(product_id: int, requests: list[list[dict]]) -> list[str]:
 
 def _sql_route_after_a_repeat(product_id: int, requests: list[list[dict]]) -> list[str]:
     """The SQL route as a drain takes it for a while after a claim met an id already seen."""
-    dedup._ClaimRoute.skipping_claims_left = 3
+    dedup._claim_route.skipping_claims_left = 3
     events = _sql_route(product_id, requests)
-    assert dedup._ClaimRoute.skipping_claims_left == 2
+    assert dedup._claim_route.skipping_claims_left == 2
     return events
 
 
 @pytest.fixture(autouse=True)
 def _claim_route_of_a_new_process(monkeypatch):
-    monkeypatch.setattr(dedup._ClaimRoute, "skipping_claims_left", 0)
+    monkeypatch.setattr(dedup._claim_route, "skipping_claims_left", 0)
 
 
 @pytest.mark.parametrize(
@@ -165,12 +165,12 @@ def test_after_a_claim_meets_a_seen_id_the_next_claims_skip_seen_ids_then_try_pl
 
     with transaction.atomic():
         assert _sql_route(acme.product.id, [[track("A", "m-1"), track("B", "m-2")]]) == ["B"]
-    assert dedup._ClaimRoute.skipping_claims_left == dedup._CLAIMS_SKIPPING_AFTER_A_REPEAT
+    assert dedup._claim_route.skipping_claims_left == dedup._CLAIMS_SKIPPING_AFTER_A_REPEAT
     for number in range(dedup._CLAIMS_SKIPPING_AFTER_A_REPEAT + 1):
         with transaction.atomic():
             assert _sql_route(acme.product.id, [[track("C", f"n-{number}")]]) == ["C"]
 
-    assert dedup._ClaimRoute.skipping_claims_left == 0
+    assert dedup._claim_route.skipping_claims_left == 0
     assert SeenMessage.objects.filter(product=acme.product).count() == 19
 
 

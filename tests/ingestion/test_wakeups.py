@@ -44,8 +44,8 @@ def drains(monkeypatch):
     real = drain_module.accepted_requests_drain
     calls: list[int] = []
 
-    def counted(*, limit: int):
-        result = real(limit=limit)
+    def counted(*, limit: int, **options):
+        result = real(limit=limit, **options)
         calls.append(result.requests)
         return result
 
