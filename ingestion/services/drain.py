@@ -42,7 +42,7 @@ def accepted_requests_drain(
 
     Claimed rows are locked (SKIP LOCKED on PostgreSQL), so any number of workers can drain at
     once; a worker that dies mid-way leaves its rows unclaimed for the next drain. A product's
-    calls that link users are applied after the requests accepted before them (see queue).
+    calls that link users are applied before the requests accepted after them (see queue).
     """
     started = time.perf_counter()
     with transaction.atomic():
