@@ -10,6 +10,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from config.beat_schedule import beat_schedule
 from config.broker_options import filesystem_broker_options
 from config.database import databases_from_env
 from config.env import (
@@ -179,68 +180,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
-CELERY_BEAT_SCHEDULE = {
-    # The acceptance store is the source of truth; this sweep re-queues whatever a lost broker
-    # message left behind (a broker restart or flush, a worker killed mid-task).
-    "ingestion-sweep": {
-        "task": "ingestion.tasks.sweep_accepted_requests",
-        "schedule": float(env_int("INGESTION_SWEEP_SECONDS", 10, minimum=1)),
-    },
-    "ingestion-purge-drops": {
-        "task": "ingestion.tasks.purge_old_drops",
-        "schedule": 3600.0,
-    },
-    # Scores move within a minute of new events: refresh the workspaces whose data changed.
-    "events-partitions-maintain": {
-        "task": "engagement.tasks.event_partitions_maintain",
-        "schedule": 3600.0,
-    },
-    # The rollups of the days that ended, stored again in user order (docs/scoring.md).
-    "events-rollups-order": {
-        "task": "engagement.tasks.event_rollups_order",
-        "schedule": 3600.0,
-    },
-    "scores-refresh-due": {
-        "task": "engagement.tasks.scores_refresh_due",
-        "schedule": float(env_int("SCORING_REFRESH_SECONDS", 10, minimum=1)),
-    },
-    # The overview's events per day: each stored batch appends tallies, folded here.
-    "events-tallies-compact": {
-        "task": "engagement.tasks.event_tallies_compact",
-        "schedule": 3600.0,
-    },
-    "segments-purge-changes": {
-        "task": "engagement.tasks.segment_changes_purge",
-        "schedule": 3600.0,
-    },
-    "scores-purge-event-activity": {
-        "task": "engagement.tasks.event_activity_purge",
-        "schedule": 60.0,
-    },
-    # Score history: store the day that ended, recompute after a settings change or a backfill.
-    "score-history-due": {
-        "task": "engagement.tasks.score_history_due",
-        "schedule": 60.0,
-    },
-    "ingestion-purge-seen-messages": {
-        "task": "ingestion.tasks.purge_seen_messages",
-        "schedule": 3600.0,
-    },
-    # A marketplace sync whose task died is closed with that error, freeing the connection.
-    # Deliveries whose attempt was lost (a killed worker, a restarted broker) are sent again.
-    "automations-deliveries-due": {
-        "task": "automations.tasks.deliveries_due",
-        "schedule": 5.0,
-    },
-    "automations-trait-syncs-due": {
-        "task": "automations.tasks.trait_syncs_due",
-        "schedule": 60.0,
-    },
-    "marketplace-close-dead-runs": {
-        "task": "marketplace.tasks.sync_runs_close_dead",
-        "schedule": 60.0,
-    },
-}
+CELERY_BEAT_SCHEDULE = beat_schedule(
+    sweep_seconds=env_int("INGESTION_SWEEP_SECONDS", 10, minimum=1),
+    refresh_seconds=env_int("SCORING_REFRESH_SECONDS", 10, minimum=1),
+)
 
 # --- Ingestion ------------------------------------------------------------------------------
 INGESTION_MAX_BODY_BYTES = env_int("INGESTION_MAX_BODY_BYTES", 32 * 1024, minimum=1024)
