@@ -213,7 +213,7 @@ def seed(conn: psycopg.Connection) -> tuple[int, int]:
                         max(score - 1, 0),
                     )
                 )
-        for table in ("account", "user", "membership", "accountscore", "userscore"):
+        for table in ("account", "user", "membership"):
             cur.execute(
                 f"SELECT setval(pg_get_serial_sequence('engagement_{table}', 'id'),"  # noqa: S608
                 f" (SELECT max(id) FROM engagement_{table}))"

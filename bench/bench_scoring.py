@@ -180,7 +180,7 @@ def measure(workspace, seeded: dict) -> int:
         UserScore.objects.filter(workspace=workspace, engagement_score__gt=10)
         .filter(engagement_score__lt=50)
         .select_related("user")
-        .order_by("id")
+        .order_by("user_id")
         .first()
     )
     if score is None:
@@ -211,7 +211,7 @@ def measure(workspace, seeded: dict) -> int:
             tick = time.monotonic()
             result = workspace_refresh(workspace_id=workspace.id)
             refresh_s = time.monotonic() - tick
-        current = UserScore.objects.get(id=score.id)
+        current = UserScore.objects.get(pk=score.pk)
         if (current.engagement_score, current.raw_score) != before:
             changed_after = time.monotonic() - applied_at
             break

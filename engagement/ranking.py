@@ -34,7 +34,7 @@ def score_computed_at(*, score: ScoreFields, workspace: Workspace) -> datetime |
     write time (`computed_at`) can be much older than the figures it still correctly holds. The
     workspace's last refresh is that time; a row written after it (by hand, an import) keeps its
     own."""
-    if score.pk is None:
+    if not score.is_stored:
         return None
     refreshed_at = scores_refreshed_at(workspace)
     if refreshed_at is None or (score.computed_at and score.computed_at > refreshed_at):

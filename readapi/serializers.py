@@ -117,7 +117,7 @@ def read(field: serializers.Field, value: Callable) -> serializers.Field:
 
 def _tenure(serializer, found) -> int:
     score = found.score
-    if score.pk is not None and score.tenure_days is not None:
+    if score.is_stored and score.tenure_days is not None:
         return score.tenure_days  # the engine's figure when it stored one
     first_seen = serializer.fallback_first_seen(serializer.subject(found))
     return tenure_days(traits=found.traits, first_seen=first_seen)

@@ -76,17 +76,25 @@ class ScoreFields(models.Model):
     class Meta:
         abstract = True
 
+    @property
+    def is_stored(self) -> bool:
+        """Whether this row was read from the table, rather than built for a user or account
+        not scored yet (whose key, unlike a surrogate id, is set all the same)."""
+        return not self._state.adding
+
 
 # Score rows are derived data that only the scoring engine writes, from ids it has just joined
 # against their tables; deleting a user, account or workspace still cascades (the ORM does it).
 # Without database-level foreign keys a full rescore skips two deferred checks per row at commit
-# (about 15 s for a million users). Three indexes per table, each write to a million rows paying
-# for every one of them: the primary key; the unique key, leading with the user (or account) so
-# that it also serves cascading deletes; and the ranking, leading with the workspace, which also
-# serves every workspace-wide query.
+# (about 15 s for a million users). Two indexes per table, each write to a million rows paying
+# for both: the primary key, (user or account, workspace), leading with the subject so that it
+# also serves cascading deletes; and the ranking, leading with the workspace, which also serves
+# every workspace-wide query. No surrogate id: its index was a third one to write (1.5 s of a
+# rescore after a weight change, docs/benchmarks.md).
 
 
 class UserScore(ScoreFields):
+    pk = models.CompositePrimaryKey("user_id", "workspace_id")
     workspace = models.ForeignKey(
         Workspace,
         on_delete=models.CASCADE,
@@ -99,9 +107,6 @@ class UserScore(ScoreFields):
     )
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "workspace"], name="user_score_unique")
-        ]
         indexes = [
             models.Index(
                 fields=["workspace", "-engagement_score", "user"], name="user_score_rank_idx"
@@ -110,6 +115,7 @@ class UserScore(ScoreFields):
 
 
 class AccountScore(ScoreFields):
+    pk = models.CompositePrimaryKey("account_id", "workspace_id")
     workspace = models.ForeignKey(
         Workspace,
         on_delete=models.CASCADE,
@@ -129,9 +135,6 @@ class AccountScore(ScoreFields):
     active_user_share = models.FloatField(default=0)  # 0-1
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["account", "workspace"], name="account_score_unique")
-        ]
         indexes = [
             models.Index(
                 fields=["workspace", "-engagement_score", "account"],

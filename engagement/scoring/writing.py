@@ -135,9 +135,9 @@ def _update_then_insert_users(
     then insert the others: a plain insert when the workspace has no user rows yet.
 
     All in user order: the users, their aggregates and their score rows are merged in that
-    order, and new rows go in in that order, so their ids and where they are stored follow
-    their users. The update then changes each page of the rows, and of each of their three
-    indexes, in one run instead of coming back to it at random: after a weight change, 10.8 s
+    order, and new rows go in in that order, so where they are stored follows their users.
+    The update then changes each page of the rows, and of each of their indexes, in one run
+    instead of coming back to it at random: after a weight change, 10.8 s
     instead of 21.9 s for 800,000 rows, with 0.97 GB of WAL instead of 2.35 GB and a quarter of
     the buffer reads (docs/benchmarks.md)."""
     in_user_order = " ORDER BY n.user_id"
@@ -156,6 +156,8 @@ def _update_then_insert_users(
             """,
             extra,
         )
+    if run.everyone and _every_user_has_a_row(run):
+        return
     # The users without a row, picked before their values are worked out (values ends with its
     # WHERE), rather than all million worked out and then filtered.
     unscored = """
@@ -163,6 +165,25 @@ def _update_then_insert_users(
             WHERE x.workspace_id = %(ws)s AND x.user_id = usr.id)
     """
     run.run(_user_insert(values + unscored) + in_user_order, extra)
+
+
+def _every_user_has_a_row(run: ScoringRun) -> bool:
+    """Whether each of the product's users has a score row in the workspace (a full rescore
+    of everyone, after its update).
+
+    Score rows are written only for the product's users and deleted with them
+    (engagement.dependents), one per user, so as many rows as users means every user has one.
+    Both counted in one statement, so in one snapshot. Almost always true after the first
+    rescore, and far cheaper than looking for the users without a row (1.2-1.7 s for a million
+    users, finding none: docs/benchmarks.md, 2026-11-28)."""
+    return bool(
+        run.scalar(
+            """
+            SELECT (SELECT COUNT(*) FROM engagement_userscore WHERE workspace_id = %(ws)s)
+                = (SELECT COUNT(*) FROM engagement_user WHERE product_id = %(product)s)
+            """
+        )
+    )
 
 
 def _adoption(run: ScoringRun, alias: str) -> str:

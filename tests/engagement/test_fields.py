@@ -12,7 +12,11 @@ pytestmark = pytest.mark.both_databases
 
 def stored_breakdown(score: UserScore) -> str:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT score_breakdown FROM engagement_userscore WHERE id = %s", [score.id])
+        cursor.execute(
+            "SELECT score_breakdown FROM engagement_userscore"
+            " WHERE user_id = %s AND workspace_id = %s",
+            [score.user_id, score.workspace_id],
+        )
         return cursor.fetchone()[0]
 
 
@@ -38,8 +42,13 @@ def test_breakdown_written_as_objects_still_reads(acme):
     assert stored_breakdown(score) == "[]"
     with connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE engagement_userscore SET score_breakdown = %s WHERE id = %s",
-            ['[{"event": "Login", "count": 2, "weight": 5, "points": 10}]', score.id],
+            "UPDATE engagement_userscore SET score_breakdown = %s"
+            " WHERE user_id = %s AND workspace_id = %s",
+            [
+                '[{"event": "Login", "count": 2, "weight": 5, "points": 10}]',
+                score.user_id,
+                score.workspace_id,
+            ],
         )
     score.refresh_from_db()
     assert score.score_breakdown == [{"event": "Login", "count": 2, "weight": 5, "points": 10}]

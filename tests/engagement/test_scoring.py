@@ -417,6 +417,21 @@ def test_full_rescore_over_scored_rows_matches_a_first_rescore(five_users):
     assert over_scored_rows["users"]["u8"][2] == 2
 
 
+def test_full_rescore_gives_a_row_to_a_user_seen_since_the_last_one_without_events(
+    five_users, globex
+):
+    workspace_rescore(workspace_id=five_users.workspace.id)
+    apply(five_users, identify("u9", {"plan": "pro"}))
+    # A user of another product does not stand in for the one without a row.
+    apply(globex, identify("g1", {}))
+
+    workspace_rescore(workspace_id=five_users.workspace.id)
+
+    scores = user_scores(five_users)
+    assert scores["u9"].engagement_score == 0
+    assert len(scores) == five_users.product.users.count()
+
+
 def test_full_rescore_leaves_unchanged_rows_alone(five_users):
     first = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0)
     workspace_rescore(workspace_id=five_users.workspace.id, now=first)

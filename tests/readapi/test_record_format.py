@@ -180,8 +180,9 @@ def test_points_that_are_not_a_usable_number_are_null(read, acme):
     )
     with connection.cursor() as cursor:  # an old row in the object form, written as it was
         cursor.execute(
-            "UPDATE engagement_accountscore SET score_breakdown = %s WHERE id = %s",
-            [breakdown, score.id],
+            "UPDATE engagement_accountscore SET score_breakdown = %s"
+            " WHERE account_id = %s AND workspace_id = %s",
+            [breakdown, score.account_id, score.workspace_id],
         )
 
     response = read(acme, f"/v2/accounts/{account.id}")
