@@ -64,20 +64,22 @@ def trait_sync_create(
 
 
 def _changed(model, kind: str, sync: TraitSync, since: datetime | None) -> Iterator[list]:
-    """The workspace's score rows of subjects changed since `since`, a page at a time (by id)."""
+    """The workspace's score rows of subjects changed since `since`, a page at a time (by the
+    subject's id, the rows' key within a workspace)."""
     rows = model.objects.filter(workspace_id=sync.workspace_id).select_related(kind)
     if since is not None:
         joined = SegmentMembershipChange.objects.filter(
             segment__workspace_id=sync.workspace_id, at__gt=since
         ).values(f"{kind}_id")
         rows = rows.filter(Q(computed_at__gt=since) | Q(**{f"{kind}_id__in": joined}))
+    subject_id = f"{kind}_id"
     last = 0
     while True:
-        page = list(rows.filter(id__gt=last).order_by("id")[:PAGE])
+        page = list(rows.filter(**{f"{subject_id}__gt": last}).order_by(subject_id)[:PAGE])
         if not page:
             return
         yield page
-        last = page[-1].id
+        last = getattr(page[-1], subject_id)
 
 
 def _traits(sync: TraitSync, row, segments: list[str]) -> dict:

@@ -26,7 +26,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.databases import recreate_migrated_database  # noqa: E402 (after the path is set)
+from bench.databases import migrate, recreate_migrated_database  # noqa: E402 (after the path)
 
 SERVER_URL = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
 DB_NAME = os.environ.get("BENCH_SCORES_DB", "eds_bench_scores")
@@ -90,7 +90,9 @@ def _drop_secondary_indexes(conn: psycopg.Connection, table: str) -> list[str]:
 def seed() -> dict:
     """Seed unless already seeded; return what is there."""
     if _seeded():
-        log(f"already seeded ({marker()})")
+        log(f"already seeded ({marker()}); migrating")
+        # A seed of the same day from before a pull: its schema is brought up to date.
+        migrate(DATABASE_URL)
         return counts()
     started = time.monotonic()
     log(f"creating {DB_NAME} and migrating")
