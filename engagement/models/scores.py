@@ -89,8 +89,8 @@ class ScoreFields(models.Model):
 # (about 15 s for a million users). Two indexes per table, each write to a million rows paying
 # for both: the primary key, (user or account, workspace), leading with the subject so that it
 # also serves cascading deletes; and the ranking, leading with the workspace, which also serves
-# every workspace-wide query. No surrogate id: its index was a third one to write (1.5 s of a
-# rescore after a weight change, docs/benchmarks.md).
+# every workspace-wide query. No surrogate id: its index was a third one to write (about 2 s of
+# a rescore after a weight change, docs/benchmarks.md, 2026-11-28).
 
 
 class UserScore(ScoreFields):
