@@ -18,7 +18,8 @@ def migrated_to(target):
 
 
 def scores(apps):
-    """Every user and account score row as (subject id, workspace id, score, breakdown)."""
+    """Every user and account score row as (subject id, workspace id, score, and the breakdown
+    for users, the active users for accounts)."""
     users = apps.get_model("engagement", "UserScore").objects.values_list(
         "user_id", "workspace_id", "engagement_score", "score_breakdown"
     )

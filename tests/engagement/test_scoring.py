@@ -422,8 +422,10 @@ def test_full_rescore_gives_a_row_to_a_user_seen_since_the_last_one_without_even
 ):
     workspace_rescore(workspace_id=five_users.workspace.id)
     apply(five_users, identify("u9", {"plan": "pro"}))
-    # A user of another product does not stand in for the one without a row.
+    # Another workspace's score row does not stand in for u9's: counted across workspaces, the
+    # rows would equal Acme's users and the search for users without a row would be skipped.
     apply(globex, identify("g1", {}))
+    workspace_rescore(workspace_id=globex.workspace.id)
 
     workspace_rescore(workspace_id=five_users.workspace.id)
 
