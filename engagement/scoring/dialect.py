@@ -34,6 +34,20 @@ class Dialect:
             return f"SELECT key AS tid, value::bigint AS id FROM jsonb_each_text({param}::jsonb)"  # noqa: S608
         return f"SELECT key AS tid, value AS id FROM json_each({param})"  # noqa: S608
 
+    def float_list(self, values: Sequence[float]) -> str:
+        """A list of floats as the text of one query parameter that element_of reads: an array
+        literal on PostgreSQL, a JSON array on SQLite. repr() keeps every float exact."""
+        items = ",".join(repr(float(value)) for value in values)
+        return f"{{{items}}}" if self.postgres else f"[{items}]"
+
+    def element_of(self, param: str, index: str) -> str:
+        """The element at `index` (an integral expression, from 0) of a float_list parameter
+        `param` (its placeholder, never a value). On PostgreSQL the array is cast once per
+        statement, and each row's lookup is a subscript."""
+        if self.postgres:
+            return f"(CAST({param} AS {self.float}[]))[CAST({index} AS INTEGER) + 1]"
+        return f"json_extract({param}, '$[' || CAST({index} AS INTEGER) || ']')"
+
     def at_most(self, expr: str, cap: int | None) -> str:
         """`expr`, capped at `cap` when there is one."""
         if cap is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engagement.scoring.formula import SCORE_MAX
 from engagement.scoring.run import ScoringRun
 
 USER_VALUE_COLUMNS = (
@@ -79,7 +80,7 @@ def _user_values(run: ScoringRun, extra: dict[str, float]) -> str:
     adoption = _adoption(run, "u")
     started = f"COALESCE({sql.created_date('usr.traits')}, usr.first_seen_at)"
     scope, in_scope, population = _in_scope(run, "user")
-    rank, rank_join = _rank_histogram(
+    rank = _rank_histogram(
         run,
         scored="eds_t_user u",
         score=sql.score("u.raw", "%(p90)s"),
@@ -97,7 +98,6 @@ def _user_values(run: ScoringRun, extra: dict[str, float]) -> str:
             {sql.tenure("%(today)s", started)} AS tenure_days, {rank} AS percentile_rank
         FROM {scope}
         LEFT JOIN eds_t_user u ON u.user_id = usr.id
-        {rank_join}
         WHERE {in_scope}
     """
 
@@ -236,23 +236,24 @@ def _in_scope(run: ScoringRun, kind: str) -> tuple[str, str, str]:
 
 def _rank_histogram(
     run: ScoringRun, *, scored: str, score: str, population: str, score_of_row: str, extra: dict
-) -> tuple[str, str]:
+) -> str:
     """The percentile rank of every score a full rescore is about to write, as the column
-    expression and the join that bring it to a row whose score is `score_of_row`.
+    expression that gives it to a row whose score is `score_of_row`.
 
     A rank depends only on the score and the workspace's score histogram (100 x rows
-    scoring lower / (rows - 1)), so it comes from a histogram of at most 101 rows (eds_t_rank)
-    instead of a window over a million wide rows. `scored` holds the rows with a computed
-    score; the rest of the `population` (a COUNT query) score 0. Outside a full rescore the
-    rank is 0, with no join: an incremental refresh leaves ranks to update_ranks.
+    scoring lower / (rows - 1)), so it comes from a histogram of at most 101 rows instead of a
+    window over a million wide rows. `scored` holds the rows with a computed score; the rest of
+    the `population` (a COUNT query) score 0. The histogram's ranks are bound to the write as
+    one parameter (`extra["ranks"]`) and looked up by score, rather than joined: the join cost
+    the update of a million rows half a second and let the planner reorder it around a
+    101-row table (docs/benchmarks.md, 2026-11-28). Outside a full rescore the rank is 0: an
+    incremental refresh leaves ranks to update_ranks.
     """
     if not run.is_full:
-        return "0", ""
-    run.temp("eds_t_rank", f"score {run.sql.float} PRIMARY KEY, pr {run.sql.float}")
+        return "0"
     rank = run.sql.percentile_rank()
     run.run(
         f"""
-        INSERT INTO eds_t_rank (score, pr)
         SELECT s, {rank} FROM (
             SELECT s, SUM(c) AS c FROM (
                 SELECT {score} AS s, COUNT(*) AS c FROM {scored} GROUP BY {score}
@@ -263,7 +264,11 @@ def _rank_histogram(
         """,
         extra,
     )
-    return "COALESCE(rk.pr, 0)", f"LEFT JOIN eds_t_rank rk ON rk.score = {score_of_row}"
+    ranks = [0.0] * (SCORE_MAX + 1)
+    for histogram_score, percentile in run.cursor.fetchall():
+        ranks[int(histogram_score)] = float(percentile)
+    extra["ranks"] = run.sql.float_list(ranks)
+    return run.sql.element_of("%(ranks)s", score_of_row)
 
 
 # Last seen survives the window: an older value is kept when no event is in the window.
@@ -285,7 +290,7 @@ def write_accounts(run: ScoringRun) -> None:
     score = f"{sql.round_half_up('COALESCE(mb.mean, 0)')}"
     extra = {"names": float(run.adoption_total or 1)}
     scope, in_scope, population = _in_scope(run, "account")
-    rank, rank_join = _rank_histogram(
+    rank = _rank_histogram(
         run,
         scored="eds_t_account_members mb",
         score=sql.round_half_up("mb.mean"),
@@ -304,7 +309,6 @@ def write_accounts(run: ScoringRun) -> None:
         FROM {scope}
         LEFT JOIN eds_t_account a ON a.account_id = acc.id
         LEFT JOIN eds_t_account_members mb ON mb.account_id = acc.id
-        {rank_join}
         WHERE {in_scope}
         {on_conflict}
         """,
