@@ -309,7 +309,7 @@ def aggregate_account_members(run: ScoringRun) -> None:
         sums = _member_sums("engagement_membership", join=scope)
     # Without a hierarchy the memberships, users and score rows are merged in user order (the
     # memberships' unique index leads with the user) rather than hashed: 1.8 s instead of
-    # 2.4-2.6 s for a million users (docs/benchmarks.md, 2026-11-28, 05:00 UTC).
+    # 2.4-2.6 s for a million users (docs/benchmarks.md, 2026-11-28, 04:00-06:00 UTC).
     with run.hash_joins(allowed=run.lineage):
         run.run(
             f"""
