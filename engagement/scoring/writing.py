@@ -245,9 +245,9 @@ def _rank_histogram(
     window over a million wide rows. `scored` holds the rows with a computed score; the rest of
     the `population` (a COUNT query) score 0. The histogram's ranks are bound to the write as
     one parameter (`extra["ranks"]`) and looked up by score, rather than joined: the join cost
-    the update of a million rows half a second and let the planner reorder it around a
-    101-row table (docs/benchmarks.md, 2026-11-28). Outside a full rescore the rank is 0: an
-    incremental refresh leaves ranks to update_ranks.
+    the update of 800,000 rows after a weight change 1.7 s, and gave the planner a 101-row
+    table to reorder the write around (docs/benchmarks.md, 2026-11-28, 04:00-06:00 UTC).
+    Outside a full rescore the rank is 0: an incremental refresh leaves ranks to update_ranks.
     """
     if not run.is_full:
         return "0"
