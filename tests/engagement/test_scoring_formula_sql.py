@@ -113,7 +113,7 @@ def test_a_rank_looked_up_by_score_is_the_histograms_exactly(score):
     """A full rescore binds the histogram's ranks as one list and each row looks its own up by
     its score (writing._rank_histogram): every rank comes back as the same float."""
     sql = Dialect(connection.vendor)
-    ranks = [round(100 * s / 3, 1) for s in range(101)]  # 33.3, 66.7, ... none exact in binary
+    ranks = [round(100 * s / 3, 1) for s in range(101)]  # 33.3, 66.7, ...: most not exact in binary
     ranks[37] = 0.1 + 0.2  # 0.30000000000000004: repr keeps every digit
     expression = sql.element_of("%(ranks)s", f"CAST(%(score)s AS {sql.float})")
 
