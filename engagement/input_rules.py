@@ -1,0 +1,156 @@
+"""The rules every value a person types must meet before anything is written: configuration
+documents, dashboard and admin forms, automations, trait syncs, allowlists, operator commands.
+
+One definition each, used by every surface, so a value refused in one place is refused in all of
+them with the same words. A fault is a text; where a value sits inside a document its path is
+put in front (`weights.Report_Created: a whole number from 0 to 10`, `segments[0].conditions[2]`:
+list positions count from 0, as in the JSON itself).
+
+The bounds are the ones that mean something and that both databases store: whole numbers below
+2**31 (PostgreSQL's integer), days below 3,651 (ten years, more than any look-back or window),
+other numbers finite and within ±10**15 (beyond that a float no longer holds every whole number,
+and a date computed from it overflows). Text refuses NUL and lone surrogates, which PostgreSQL's
+text and jsonb cannot hold, as the ingestion door does for identifiers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from numbers import Real
+
+MAX_WHOLE = 2**31 - 1
+MAX_DAYS = 3650
+MAX_MAGNITUDE = 10**15
+MAX_CONDITIONS = 50
+# Levels of objects and arrays a configuration document may nest (the document itself is 1). A
+# workspace document needs 5 (document, segments, a segment, conditions, a condition).
+MAX_DOCUMENT_DEPTH = 16
+
+
+def text_problem(text: str) -> str | None:
+    """Why a string cannot be stored as it is (NUL, a lone surrogate), or None."""
+    if "\x00" in text:
+        return "must not contain NUL (\\u0000) characters"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must be valid Unicode (no lone surrogates)"
+    return None
+
+
+def text_fault(
+    value: object, *, max_length: int, required: bool = True, what: str = "a text"
+) -> str | None:
+    """The fault of a typed text: a string, not blank when required, at most `max_length`
+    characters, storable; None when it is fine."""
+    if not isinstance(value, str):
+        return f"{what} of at most {max_length:,} characters"
+    if required and not value.strip():
+        return f"{what} that is not empty"
+    if len(value) > max_length:
+        return f"{what} of at most {max_length:,} characters (this one has {len(value):,})"
+    return text_problem(value)
+
+
+def is_whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def whole_fault(value: object, *, least: int = 0, most: int = MAX_WHOLE) -> str | None:
+    """The fault of a whole number that must lie in [least, most], or None."""
+    if is_whole(value) and least <= value <= most:  # type: ignore[operator]
+        return None
+    return f"a whole number from {least:,} to {most:,}"
+
+
+def days_fault(value: object, *, least: int = 0) -> str | None:
+    return whole_fault(value, least=least, most=MAX_DAYS)
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def number_fault(value: object) -> str | None:
+    """The fault of a number: finite and within ±10**15, or None."""
+    if is_number(value) and math.isfinite(value) and abs(value) <= MAX_MAGNITUDE:  # type: ignore[arg-type]
+        return None
+    return f"a finite number from -{MAX_MAGNITUDE:.0e} to {MAX_MAGNITUDE:.0e}".replace("+", "")
+
+
+def plain_value_fault(value: object, *, max_length: int = 1000) -> str | None:
+    """The fault of a value compared against (a condition's, a filter's): text, a number or
+    true/false, never a list or an object; None when it is fine (null is the caller's call)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return text_fault(value, max_length=max_length, required=False)
+    if is_number(value):
+        return number_fault(value)
+    return "a text, a number or true/false (not a list or an object)"
+
+
+def at(path: str, fault: str) -> str:
+    """A fault with the path of the value it is about in front."""
+    return f"{path}: {fault}" if path else fault
+
+
+def key_path(parent: str, key: str) -> str:
+    """The path of `key` inside the object at `parent` (`weights.Report_Created`)."""
+    shown = key if key and key.replace("_", "").replace("-", "").isalnum() else json.dumps(key)
+    return f"{parent}.{shown}" if parent else shown
+
+
+class DocumentError(ValueError):
+    """A text that is not a JSON document a person may apply; the message says why."""
+
+
+def _refused_constant(name: str) -> float:
+    raise DocumentError(f"{name} is not a JSON value; write a finite number")
+
+
+def _bounded_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise DocumentError(f"the number {text[:40]} is too large")
+    return value
+
+
+_DOCUMENT_DECODER = json.JSONDecoder(parse_constant=_refused_constant, parse_float=_bounded_float)
+
+
+def _depth_within(text: str, most: int) -> bool:
+    """Whether the brackets of a JSON text nest at most `most` levels (strings skipped)."""
+    depth, in_string, escaped = 0, False, False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > most:
+                return False
+        elif char in "]}":
+            depth -= 1
+    return True
+
+
+def document_load(text: str, *, max_depth: int = MAX_DOCUMENT_DEPTH) -> object:
+    """A JSON document a person typed or piped in, or DocumentError: nested at most `max_depth`
+    levels, no NaN or Infinity, no number beyond a double."""
+    if not _depth_within(text, max_depth):
+        raise DocumentError(f"the document nests deeper than {max_depth} levels")
+    try:
+        return _DOCUMENT_DECODER.decode(text)
+    except DocumentError:
+        raise
+    except (ValueError, RecursionError) as error:
+        raise DocumentError(f"not JSON: {error}") from None
+
