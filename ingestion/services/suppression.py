@@ -24,8 +24,9 @@ from ingestion.services.drops import drops_record
 from ingestion.services.queue import ClaimedRequest
 from ingestion.session_tables import SessionTable
 
-# Which message field holds the tracking id of each kind of suppression.
-_FIELDS = {"user": "userId", "account": "groupId"}
+# Which message fields hold a tracking id of each kind of suppression: an alias names two users,
+# and one whose previousId is suppressed would store that id again (as a UserAlias) if applied.
+_FIELDS = (("user", "userId"), ("user", "previousId"), ("account", "groupId"))
 
 
 @dataclass(slots=True)
@@ -47,7 +48,7 @@ class Suppressed:
 
     def matches(self, message: dict) -> bool:
         return not acceptance.is_drop(message) and any(
-            self.holds(kind, message.get(name)) for kind, name in _FIELDS.items()
+            self.holds(kind, message.get(name)) for kind, name in _FIELDS
         )
 
 
@@ -101,18 +102,21 @@ def staged_suppressed_unstage(product_id: int, staged: SessionTable) -> None:
         return
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT DISTINCT COALESCE(user_tid, body->>'userId'), "
+            "SELECT DISTINCT COALESCE(user_tid, body->>'userId'), body->>'previousId', "
             f"COALESCE(group_tid, body->>'groupId') FROM {staged}"
         )
-        pairs = cursor.fetchall()
-        users = sorted({u for u, _ in pairs if suppressed.holds("user", u)})
-        accounts = sorted({a for _, a in pairs if suppressed.holds("account", a)})
+        found = cursor.fetchall()
+        users = sorted(
+            {u for user, previous, _ in found for u in (user, previous) if suppressed.holds("user", u)}
+        )
+        accounts = sorted({a for _, _, a in found if suppressed.holds("account", a)})
         if not users and not accounts:
             return
         cursor.execute(
-            f"DELETE FROM {staged} WHERE COALESCE(user_tid, body->>'userId') = ANY(%s) "
-            "OR COALESCE(group_tid, body->>'groupId') = ANY(%s) RETURNING request_id",
-            [users, accounts],
+            f"DELETE FROM {staged} WHERE COALESCE(user_tid, body->>'userId') = ANY(%(users)s) "
+            "OR body->>'previousId' = ANY(%(users)s) "
+            "OR COALESCE(group_tid, body->>'groupId') = ANY(%(accounts)s) RETURNING request_id",
+            {"users": users, "accounts": accounts},
         )
         per_request = Counter(request_id for (request_id,) in cursor.fetchall())
     rows = AcceptedRequest.objects.filter(id__in=list(per_request)).only(

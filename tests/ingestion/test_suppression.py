@@ -5,7 +5,7 @@ are applied, only a keyed hash of the id is kept, and lifting the suppression le
 import pytest
 
 from engagement.erasure import erasure_request, erasure_run, suppression_lift
-from engagement.models import Erasure, Event, Suppression, User
+from engagement.models import Erasure, Event, Suppression, User, UserAlias
 from ingestion.models import DroppedRequest
 from tests.ingestion.segment_support import iso_now, segment_auth, track
 
@@ -73,3 +73,33 @@ def test_another_product_with_the_same_id_is_not_suppressed(
     send_batch(post_json, globex, track(EVE, "B"))
     drain()
     assert User.objects.filter(product=globex.product, tracking_id=EVE).exists()
+
+
+@pytest.mark.parametrize("path", ["/v1/batch", "/v1/alias"])
+def test_an_alias_naming_a_suppressed_previous_id_is_dropped_and_stores_nothing_of_it(
+    acme, post_json, drain, eve_suppressed, path
+):
+    alias = {"type": "alias", "previousId": EVE, "userId": "eve-new-account", "messageId": "m-a1"}
+    body = {"batch": [alias], "sentAt": iso_now()} if path == "/v1/batch" else alias
+    assert post_json(path, body, auth=segment_auth(acme.key.key)).status_code == 200
+    drain()
+
+    assert not UserAlias.objects.filter(product=acme.product).exists()
+    assert not UserAlias.objects.filter(previous_id=EVE).exists()
+    assert not User.objects.filter(product=acme.product, tracking_id=EVE).exists()
+    drop = DroppedRequest.objects.get(reason=DroppedRequest.Reason.SUPPRESSED)
+    assert drop.message_count == 1 and EVE not in drop.detail
+
+
+def test_an_alias_onto_a_suppressed_id_is_dropped_too(acme, post_json, drain, eve_suppressed):
+    send_batch(
+        post_json,
+        acme,
+        {"type": "alias", "previousId": "anon-77", "userId": EVE, "messageId": "m-a2"},
+        track("zed", "B"),
+    )
+    drain()
+
+    assert not UserAlias.objects.filter(product=acme.product).exists()
+    assert User.objects.filter(product=acme.product, tracking_id="zed").exists()
+    assert DroppedRequest.objects.get(reason="suppressed").message_count == 1
