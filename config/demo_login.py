@@ -56,7 +56,7 @@ def demo_login_ensure(*, product: Product, new_password: bool = False) -> DemoLo
         if user is not None and password is not None and not user.check_password(password):
             password = None
         if user is None or new_password:
-            password = secrets.token_urlsafe(12)
+            password = _new_password()
             if user is None:
                 user = user_model(username=DEMO_USERNAME)
             user.set_password(password)
@@ -71,3 +71,11 @@ def demo_login_ensure(*, product: Product, new_password: bool = False) -> DemoLo
                 user=user, product=product, defaults={"role": ProductMembership.Role.MANAGER}
             )
     return DemoLogin(username=DEMO_USERNAME, password=password)
+
+
+def _new_password() -> str:
+    """A password a shell passes as it is: never beginning with '-' or '_'."""
+    while True:
+        password = secrets.token_urlsafe(12)
+        if password[0].isalnum():
+            return password

@@ -27,8 +27,13 @@ def validate_origins(text: str) -> None:
 
 
 def generate_ingestion_key() -> str:
-    # URL-safe characters: '-' and '_' keep a raw key from ever parsing as strict base64.
-    return secrets.token_urlsafe(32)
+    # URL-safe characters: '-' and '_' keep a raw key from ever parsing as strict base64. Never
+    # first, though: a key beginning with '-' reads as an option on a command line
+    # (`trait_sync_create --write-key KEY`), about one key in 64 otherwise.
+    while True:
+        key = secrets.token_urlsafe(32)
+        if key[0].isalnum():
+            return key
 
 
 class IngestionKey(models.Model):

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from readapi.models import ApiToken
+from readapi.models import TOKEN_PREFIX, ApiToken, generate_token
 from readapi.services import api_token_create, api_token_revoke
 
 
@@ -73,3 +73,9 @@ def test_each_token_of_a_product_reads_that_product(api_client, acme):
     response = api_client.get("/v2/workspaces", HTTP_AUTHORIZATION=f"Bearer {second}")
     assert response.status_code == 200
     assert [w["id"] for w in response.json()["data"]] == [acme.workspace.id]
+
+
+def test_new_api_tokens_never_begin_with_a_dash():
+    """A token passed to a command as printed is never read as an option."""
+    assert TOKEN_PREFIX[0].isalnum()
+    assert all(generate_token().startswith(TOKEN_PREFIX) for _ in range(100))
