@@ -12,10 +12,20 @@ from engagement.models import Product
 from ingestion.acceptance import digest_key
 
 _ORIGIN = re.compile(r"https?://[a-z0-9.-]+(:[0-9]{1,5})?|null")
+# An allowlist longer than this is refused whole, never cut: a cut list could end in an origin
+# nobody typed (https://app.example.co) that would then be allowed.
+MAX_ALLOWED_ORIGINS_CHARACTERS = 10_000
 
 
 def validate_origins(text: str) -> None:
-    """Each line an origin: scheme and host, with a port if not the usual one, nothing more."""
+    """Each line an origin: scheme and host, with a port if not the usual one, nothing more; at
+    most MAX_ALLOWED_ORIGINS_CHARACTERS in all."""
+    if len(text) > MAX_ALLOWED_ORIGINS_CHARACTERS:
+        raise ValidationError(
+            f"The allowed origins hold at most {MAX_ALLOWED_ORIGINS_CHARACTERS:,} characters "
+            f"(this list has {len(text):,}); nothing was changed.",
+            code="too_long",
+        )
     for line in text.splitlines():
         origin = line.strip().rstrip("/").lower()
         if origin and not _ORIGIN.fullmatch(origin):

@@ -170,3 +170,39 @@ def test_another_products_key_is_a_404(acme, globex, vera):
     assert save_origins(vera, acme, globex.key.id, "https://x.test").status_code == 404
     globex.key.refresh_from_db()
     assert globex.key.allowed_origins == ""
+
+
+def _long_allowlist() -> str:
+    """Over 10,000 characters, the last origin whole: cutting it would allow app.example.co."""
+    filler = "\n".join(f"https://app{n:04}.example.com" for n in range(400))
+    return f"{filler}\nhttps://app.example.com"
+
+
+def test_an_allowlist_over_ten_thousand_characters_is_refused_whole_not_cut(acme, vera):
+    make_manager(vera, acme)
+    text = _long_allowlist()
+    assert len(text) > 10_000
+
+    response = save_origins(vera, acme, acme.key.id, text)
+
+    assert response.status_code == 200
+    assert "at most 10,000 characters" in response.content.decode()
+    acme.key.refresh_from_db()
+    assert acme.key.allowed_origins == ""
+
+
+def test_an_allowlist_with_a_nul_is_refused(acme, vera):
+    make_manager(vera, acme)
+
+    response = save_origins(vera, acme, acme.key.id, "https://a.test\x00")
+
+    assert response.status_code == 200 and "is not an origin" in response.content.decode()
+    acme.key.refresh_from_db()
+    assert acme.key.allowed_origins == ""
+
+
+@pytest.mark.parametrize("key_id", ["²", "-1", "1e3", "9" * 30, "\x00"])
+def test_a_key_id_that_is_not_an_id_is_a_404(acme, vera, key_id):
+    make_manager(vera, acme)
+
+    assert save_origins(vera, acme, key_id, "https://x.test").status_code == 404

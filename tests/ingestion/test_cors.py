@@ -7,6 +7,7 @@ import json
 import pytest
 import requests
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 
 from ingestion.acceptance import ENDPOINTS
 from ingestion.models import AcceptedRequest
@@ -158,3 +159,21 @@ def test_a_cache_that_cannot_be_reached_is_a_503_and_nothing_stored(acme, api_cl
     assert (response.status_code, response.json()["code"]) == (503, "service_unavailable")
     assert response["Retry-After"]
     assert not AcceptedRequest.objects.exists()
+
+
+def test_an_allowlist_over_ten_thousand_characters_is_refused_and_nothing_changes(
+    acme, admin_client
+):
+    ingestion_key_origins_set(key_id=acme.key.id, allowed_origins=PAGE)
+    text = "\n".join(f"https://app{n:04}.example.com" for n in range(400)) + "\nhttps://b.test"
+
+    with pytest.raises(ValidationError, match="at most 10,000 characters"):
+        ingestion_key_origins_set(key_id=acme.key.id, allowed_origins=text)
+    page = admin_client.post(
+        f"/admin/ingestion/ingestionkey/{acme.key.id}/change/",
+        {"label": "k", "allowed_origins": text},
+    )
+
+    assert page.status_code == 200 and "at most 10,000 characters" in page.content.decode()
+    acme.key.refresh_from_db()
+    assert acme.key.allowed_origins == PAGE
