@@ -12,6 +12,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from automations.models import Automation
+from engagement import bands
 from engagement.models import AccountScore, SegmentMember, UserScore
 from engagement.presentation import account_name, user_name
 
@@ -122,13 +123,13 @@ def what_happened(automation: Automation, subject: dict) -> str:
     return f"new {automation.subject_kind}"
 
 
-BANDS = (75, 50, 25, 0)  # floors, highest first
+BANDS = bands.BAND_FLOORS  # the bands' floors, highest first (engagement/bands.py)
 
 
 def band_of(score: int) -> int:
-    return next(floor for floor in BANDS if score >= floor)
+    """The floor of the score's band: what band_entered stores and compares."""
+    return bands.band_of(score).floor
 
 
 def band_label(score: int) -> str:
-    floor = band_of(score)
-    return {75: "75+", 50: "50-74", 25: "25-49", 0: "under 25"}[floor]
+    return bands.band_of(score).label

@@ -3,14 +3,22 @@ channel."""
 
 from __future__ import annotations
 
+from engagement.bands import is_cold, is_hot
+
 FLAME = ":fire:"
 SNOWFLAKE = ":snowflake:"
 
 
 def _change_text(change: int | None) -> str:
+    """The change as the dashboard marks it: a flame from +10, a snowflake from -10
+    (engagement/bands.py), the bare number otherwise."""
     if not change:
         return "no change"
-    return f"{FLAME} +{change}" if change > 0 else f"{SNOWFLAKE} {change}"
+    if is_hot(change):
+        return f"{FLAME} +{change}"
+    if is_cold(change):
+        return f"{SNOWFLAKE} {change}"
+    return f"{change:+d}"
 
 
 def slack_message(*, event_type: str, subject: dict, what: str, dashboard_url: str) -> dict:

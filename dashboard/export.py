@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from dashboard import selectors as page_selectors
 from dashboard.views import TRAIT_COLUMNS, AccountListView
+from engagement.bands import heat
 from engagement.presentation import trait_text
 
 
@@ -30,6 +31,8 @@ class AccountExportView(AccountListView):
             "domain",
             "score",
             "change",
+            "band",
+            "heat",
             "active_users",
             "total_users",
             "last_seen",
@@ -48,6 +51,8 @@ class AccountExportView(AccountListView):
                         _cell(row.domain),
                         row.score,
                         row.change,
+                        row.band.label,
+                        heat(row.change),
                         row.active_users,
                         row.total_users,
                         row.last_seen.isoformat() if row.last_seen else "",

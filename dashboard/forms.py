@@ -2,7 +2,8 @@
 
 from django import forms
 
-from dashboard.selectors import ACCOUNT_SORTS, BANDS, AccountQuery
+from dashboard.selectors import ACCOUNT_SORTS, AccountQuery
+from engagement.bands import BANDS
 
 PER_PAGE = 25
 DEFAULTS = {"q": "", "segment": None, "band": "", "sort": "score", "order": "desc", "page": 1}
@@ -14,7 +15,7 @@ class AccountListForm(forms.Form):
     band = forms.ChoiceField(
         required=False,
         label="Health",
-        choices=[("", "Any score")] + [(key, label) for key, label, _, _ in BANDS],
+        choices=[("", "Any score")] + [(band.key, band.label) for band in BANDS],
     )
     sort = forms.ChoiceField(
         required=False, choices=[(name, name) for name in ACCOUNT_SORTS], label="Sort by"

@@ -26,6 +26,7 @@ from django.db.models import (
 from django.db.models.functions import Cast, Coalesce, Lower
 from django.utils import timezone
 
+from engagement.bands import BANDS, Band, band_by_key, band_of, is_cold, is_hot
 from engagement.models import Account, AccountScore, EventDayTally, SegmentMember, Workspace
 from engagement.presentation import (
     ScoredAccount,
@@ -42,14 +43,6 @@ from engagement.stored_json import json_for_reading, read_account_filter, read_t
 from engagement.traits import TraitText, accounts_admitted
 from engagement.workspace_cache import cached_for_workspace
 
-# Health bands of a 0-100 score: (key, label, lowest, highest).
-BANDS = (
-    ("low", "0-50", 0, 50),
-    ("medium", "51-75", 51, 75),
-    ("high", "76-100", 76, 100),
-)
-# A change of at least this many points is marked as heating up (or cooling down).
-MARKED_CHANGE = 10
 # The overview (the figures each score refresh keeps, the event tallies, the movers) is cached
 # this long, about as often as scores refresh; a score refresh or a change of the workspace's
 # settings starts afresh (engagement/workspace_cache.py).
@@ -140,8 +133,12 @@ def _bands(stats: WorkspaceStats) -> list[tuple[str, int]]:
     # Accounts not scored yet score 0: they belong to the lowest band.
     unscored = max(stats.accounts - sum(stats.account_scores), 0)
     return [
-        (label, sum(stats.account_scores[low : high + 1]) + (unscored if index == 0 else 0))
-        for index, (_, label, low, high) in enumerate(BANDS)
+        (
+            band.label,
+            sum(stats.account_scores[band.floor : band.ceiling + 1])
+            + (unscored if index == 0 else 0),
+        )
+        for index, band in enumerate(BANDS)
     ]
 
 
@@ -224,11 +221,15 @@ class AccountRow:
 
     @property
     def heating(self) -> bool:
-        return self.change >= MARKED_CHANGE
+        return is_hot(self.change)
 
     @property
     def cooling(self) -> bool:
-        return self.change <= -MARKED_CHANGE
+        return is_cold(self.change)
+
+    @property
+    def band(self) -> Band:
+        return band_of(self.score)
 
     def trait(self, name: str) -> object:
         return self.traits.get(name)
@@ -274,9 +275,9 @@ def _account_queryset(workspace: Workspace, query: AccountQuery) -> QuerySet[Acc
     if query.segment_id is not None:
         members = SegmentMember.objects.filter(segment_id=query.segment_id)
         accounts = accounts.filter(id__in=members.values("account_id"))
-    for key, _, low, high in BANDS:
-        if query.band == key:
-            accounts = accounts.filter(score__gte=low, score__lte=high)
+    band = band_by_key(query.band)
+    if band is not None:
+        accounts = accounts.filter(score__gte=band.floor, score__lte=band.ceiling)
     if query.sort not in ACCOUNT_SORTS:
         raise ValueError(f"unknown sort {query.sort!r}")
     column = F(query.sort)
@@ -363,9 +364,9 @@ def _segment_page(
     the first pages of a segment of 25,000 read a few dozen index entries, not every member."""
     members = SegmentMember.objects.filter(segment_id=query.segment_id).values("account_id")
     scores = AccountScore.objects.filter(workspace_id=workspace.id, account_id__in=members)
-    for key, _, low, high in BANDS:
-        if query.band == key:
-            scores = scores.filter(engagement_score__gte=low, engagement_score__lte=high)
+    band = band_by_key(query.band)
+    if band is not None:
+        scores = scores.filter(engagement_score__gte=band.floor, engagement_score__lte=band.ceiling)
     direction = "" if query.ascending else "-"
     offset = (page - 1) * per_page
     found = scores.select_related("account").order_by(f"{direction}engagement_score", "account_id")

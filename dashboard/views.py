@@ -229,7 +229,6 @@ def _subject_context(
         "breakdown": score.score_breakdown or [],
         "own_traits": own,
         "license_traits": license_,
-        "marked": page_selectors.MARKED_CHANGE,
     }
 
 

@@ -6,6 +6,7 @@ so they are edited, deleted and refreshed like any other; `builtin` only lists t
 
 from __future__ import annotations
 
+from engagement.bands import BANDS, COLD_CHANGE, HOT_CHANGE, Band
 from engagement.models import Segment, Workspace
 
 
@@ -13,27 +14,22 @@ def _metric(name: str, operator: str, value: object) -> dict:
     return {"field": f"metric:{name}", "operator": operator, "value": value}
 
 
-# (name, conditions); scores and score changes are whole numbers, so "greater than 74" is "75
-# and over". Days count from the start of a day (UTC): "within the last 0 days" is today.
+def _band_conditions(band: Band) -> list[dict]:
+    # Scores are whole numbers, so "greater than 74" is "75 and over".
+    conditions = []
+    if band.floor > BANDS[0].floor:
+        conditions.append(_metric("engagement_score", "greater_than", band.floor - 1))
+    if band.ceiling < BANDS[-1].ceiling:
+        conditions.append(_metric("engagement_score", "less_than", band.ceiling + 1))
+    return conditions
+
+
+# (name, conditions); the bands and the hot/cold rule are engagement/bands.py's, highest band
+# first. Days count from the start of a day (UTC): "within the last 0 days" is today.
 BUILTIN_SEGMENTS: tuple[tuple[str, list[dict]], ...] = (
-    ("Score 75 and over", [_metric("engagement_score", "greater_than", 74)]),
-    (
-        "Score 50-74",
-        [
-            _metric("engagement_score", "greater_than", 49),
-            _metric("engagement_score", "less_than", 75),
-        ],
-    ),
-    (
-        "Score 25-49",
-        [
-            _metric("engagement_score", "greater_than", 24),
-            _metric("engagement_score", "less_than", 50),
-        ],
-    ),
-    ("Score under 25", [_metric("engagement_score", "less_than", 25)]),
-    ("Red Hot", [_metric("score_change", "greater_than", 9)]),
-    ("Ice Cold", [_metric("score_change", "less_than", -9)]),
+    *((f"Score {band.label}", _band_conditions(band)) for band in reversed(BANDS)),
+    ("Red Hot", [_metric("score_change", "greater_than", HOT_CHANGE - 1)]),
+    ("Ice Cold", [_metric("score_change", "less_than", COLD_CHANGE + 1)]),
     (
         "Recently Inactive",
         [

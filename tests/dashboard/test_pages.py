@@ -120,10 +120,12 @@ def test_overview_shows_the_figures_an_incremental_refresh_keeps(acme, vera, sco
     scores = AccountScore.objects.filter(workspace=acme.workspace)
     assert (summary.accounts, summary.users) == (4, 4)
     assert (summary.active_accounts, summary.active_users) == (3, 3)
+    # The four bands of the built-in segments (engagement/bands.py), lowest first.
     assert summary.bands == [
-        ("0-50", scores.filter(engagement_score__lte=50).count() + 1),  # Globo, not scored yet
-        ("51-75", scores.filter(engagement_score__gte=51, engagement_score__lte=75).count()),
-        ("76-100", scores.filter(engagement_score__gte=76).count()),
+        ("under 25", scores.filter(engagement_score__lte=24).count() + 1),  # Globo, not scored
+        ("25-49", scores.filter(engagement_score__gte=25, engagement_score__lte=49).count()),
+        ("50-74", scores.filter(engagement_score__gte=50, engagement_score__lte=74).count()),
+        ("75 and over", scores.filter(engagement_score__gte=75).count()),
     ]
 
 
@@ -165,14 +167,14 @@ def test_a_search_that_finds_nothing_says_so(acme, vera, scored):
 
 def test_filter_by_health_band_and_segment(acme, vera, scored):
     client = signed_in(vera)
-    low = client.get(url(acme.workspace, "accounts/"), {"band": "low"})
-    assert account_names(low) == ["Hooli"] or "Hooli" in account_names(low)
+    low = client.get(url(acme.workspace, "accounts/"), {"band": "under-25"})
+    assert "Hooli" in account_names(low)
     assert "Initech" not in account_names(low)
-    high = client.get(url(acme.workspace, "accounts/"), {"band": "high"})
+    high = client.get(url(acme.workspace, "accounts/"), {"band": "75-and-over"})
     assert account_names(high) == ["Initech"]
     members = client.get(url(acme.workspace, "accounts/"), {"segment": scored.enterprise.id})
     assert account_names(members) == ["Initech"]
-    both = {"segment": scored.enterprise.id, "band": "low"}
+    both = {"segment": scored.enterprise.id, "band": "under-25"}
     assert account_names(client.get(url(acme.workspace, "accounts/"), both)) == []
     by_name = {"segment": scored.enterprise.id, "sort": "name"}
     assert account_names(client.get(url(acme.workspace, "accounts/"), by_name)) == ["Initech"]
@@ -209,7 +211,7 @@ def test_pages_of_the_ranking(acme, vera, scored, monkeypatch):
 
 
 def test_csv_export_of_the_current_view(acme, vera, scored):
-    response = signed_in(vera).get(url(acme.workspace, "accounts.csv"), {"band": "high"})
+    response = signed_in(vera).get(url(acme.workspace, "accounts.csv"), {"band": "75-and-over"})
     assert response["Content-Type"].startswith("text/csv")
     assert "attachment" in response["Content-Disposition"]
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
@@ -217,6 +219,8 @@ def test_csv_export_of_the_current_view(acme, vera, scored):
         ("initech", "Initech", "100")
     ]
     assert rows[0]["am.licenseType"] == "COMMERCIAL"
+    # The band and the hot/cold mark by the one rule the pages use (engagement/bands.py).
+    assert (rows[0]["band"], rows[0]["heat"]) == ("75 and over", "hot")
 
 
 def test_csv_keeps_a_formula_like_trait_as_text(acme, vera):
