@@ -102,6 +102,8 @@ MIDDLEWARE = [
     # A page's query string with a NUL byte (or an admin date part no date holds): a 400 page.
     "config.page_queries.PageQueryMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # A view that cannot reach the database (a restart, an outage): 503 with Retry-After, not 500.
+    "config.errors.DependencyDownMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes asks: turns a locked-out login into its lockout response.
     "axes.middleware.AxesMiddleware",
@@ -236,7 +238,10 @@ SEGMENT_CHANGES_RETENTION_DAYS = env_int("SEGMENT_CHANGES_RETENTION_DAYS", 400, 
 
 # --- Automations ----------------------------------------------------------------------------
 # Where people reach this service: the links in webhook bodies and Slack messages start with it.
-PUBLIC_URL = env_str("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# By default the address make run serves on: its processes get the web port as WEB_PORT (honcho
+# gives each its own PORT); elsewhere PORT, as platforms that set one mean it, else 8000.
+_WEB_PORT = env_int("WEB_PORT", env_int("PORT", 8000, minimum=1), minimum=1)
+PUBLIC_URL = env_str("PUBLIC_URL", f"http://127.0.0.1:{_WEB_PORT}").rstrip("/")
 # Deliveries to private, loopback or link-local addresses are refused unless this is true
 # (an on-premises receiver, the tests).
 AUTOMATION_ALLOW_PRIVATE_URLS = env_bool("AUTOMATION_ALLOW_PRIVATE_URLS", False)

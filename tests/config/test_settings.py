@@ -320,3 +320,19 @@ def test_production_security_settings_come_from_the_environment():
         "HTTP_X_FORWARDED_PROTO",
         "https",
     ]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "http://127.0.0.1:8000"),
+        ({"WEB_PORT": "8101", "PORT": "5000"}, "http://127.0.0.1:8101"),  # make run, under honcho
+        ({"PORT": "8101"}, "http://127.0.0.1:8101"),
+        ({"PORT": "8101", "PUBLIC_URL": "https://eds.example.com/"}, "https://eds.example.com"),
+    ],
+)
+def test_public_url_follows_the_port_make_run_serves_on(env, expected):
+    clean = {"WEB_PORT": "", "PORT": "", "PUBLIC_URL": "", **env}
+    result = load_settings(clean, show="print(settings.PUBLIC_URL)")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
