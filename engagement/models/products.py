@@ -59,6 +59,9 @@ class EventWeight(models.Model):
             models.CheckConstraint(condition=Q(weight__lte=10), name="weight_at_most_10"),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.event_name}: {self.weight}"
+
 
 class ProductMembership(models.Model):
     """Who may see a product in the dashboard: a viewer reads, a manager also configures the
