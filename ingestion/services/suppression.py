@@ -106,9 +106,8 @@ def staged_suppressed_unstage(product_id: int, staged: SessionTable) -> None:
             f"COALESCE(group_tid, body->>'groupId') FROM {staged}"
         )
         found = cursor.fetchall()
-        users = sorted(
-            {u for user, previous, _ in found for u in (user, previous) if suppressed.holds("user", u)}
-        )
+        named = {u for user, previous, _ in found for u in (user, previous)}
+        users = sorted(u for u in named if suppressed.holds("user", u))
         accounts = sorted({a for _, _, a in found if suppressed.holds("account", a)})
         if not users and not accounts:
             return
