@@ -12,6 +12,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 
 from dashboard.views import WorkspaceView
+from engagement.input_rules import DocumentError, document_load
 from engagement.memberships import can_manage_product
 from engagement.workspace_config import workspace_config_apply, workspace_config_get
 
@@ -24,7 +25,7 @@ class WorkspaceConfigView(WorkspaceView):
 
     def get(self, request: HttpRequest, *, text: str = "", faults=()) -> HttpResponse:
         document = json.dumps(workspace_config_get(workspace=self.workspace), indent=2)
-        return self.render(
+        response = self.render(
             {
                 "document": text or document,
                 "faults": faults,
@@ -32,17 +33,21 @@ class WorkspaceConfigView(WorkspaceView):
                 "saved": request.GET.get("saved") == "1",
             }
         )
+        if faults:  # the form again, with what is wrong with what was sent
+            response.status_code = 400
+        return response
 
     def post(self, request: HttpRequest) -> HttpResponse:
         if not can_manage_product(request.user, self.product_id):
             raise PermissionDenied("Managers of the product change its workspaces.")
         text = request.POST.get("document", "")
         if len(text) > MAX_DOCUMENT_CHARACTERS:
-            return self.get(request, text=text[:1000], faults=["The document is too large."])
+            too_large = f"The document is too large: at most {MAX_DOCUMENT_CHARACTERS:,} characters"
+            return self.get(request, text=text[:1000], faults=[too_large])
         try:
-            document = json.loads(text)
-        except ValueError as error:
-            return self.get(request, text=text, faults=[f"Not JSON: {error}"])
+            document = document_load(text)
+        except DocumentError as error:
+            return self.get(request, text=text, faults=[f"The document is refused: {error}"])
         try:
             workspace_config_apply(workspace_id=self.workspace.id, document=document)
         except ValidationError as invalid:

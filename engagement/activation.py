@@ -21,6 +21,7 @@ from django.db.models import BigIntegerField, Min
 from django.db.models.functions import Cast
 
 from engagement.hierarchy import account_subtrees
+from engagement.input_rules import at, key_path, text_fault
 from engagement.models import Account, ActivationStep, EventRollup, User, Workspace
 from engagement.traits import TraitText
 
@@ -47,32 +48,37 @@ def step_parts(step: str) -> tuple[str, str]:
     return kind, name
 
 
-def _step_faults(target: str, steps: object) -> list[str]:
+def _step_faults(steps: object, where: str) -> list[str]:
     if not isinstance(steps, list):
-        return [f"activation.{target}: a list of steps, each 'event:<name>' or 'trait:<name>'."]
+        return [at(where, "a list of steps, each 'event:<name>' or 'trait:<name>'")]
     faults, seen = [], set()
-    for step in steps:
+    for position, step in enumerate(steps):
+        here = f"{where}[{position}]"
         kind, name = step_parts(step) if isinstance(step, str) else ("", "")
-        if kind not in KINDS or not name or len(name) > NAME_MAX:
-            faults.append(
-                f"activation.{target}: {step!r} is not 'event:<name>' or 'trait:<name>' "
-                f"(a name of 1 to {NAME_MAX} characters)."
-            )
+        if kind not in KINDS:
+            faults.append(at(here, "a step, 'event:<name>' or 'trait:<name>'"))
+        elif fault := text_fault(name, max_length=NAME_MAX, what=f"'{kind}:' and a name"):
+            faults.append(at(here, fault))
         elif step in seen:
-            faults.append(f"activation.{target}: {step!r} is listed twice.")
+            faults.append(at(here, f"{step!r} is listed twice"))
         else:
             seen.add(step)
     return faults
 
 
-def activation_faults(activation: object) -> list[str]:
-    """Every fault of an {"users": [steps], "accounts": [steps]} document, or []."""
+def activation_faults(activation: object, *, path: str = "activation") -> list[str]:
+    """Every fault of an {"users": [steps], "accounts": [steps]} document, each after its path
+    (`activation.users[0]: ...`), or []."""
     targets = ActivationStep.Target.values
     if not isinstance(activation, dict):
-        return ['activation: an object {"users": [steps], "accounts": [steps]}.']
-    faults = [f"activation: unknown key {key!r}." for key in activation if key not in targets]
+        return [at(path, 'an object {"users": [steps], "accounts": [steps]}')]
+    faults = [
+        at(key_path(path, key), f"not a target; one of {', '.join(targets)}")
+        for key in activation
+        if key not in targets
+    ]
     for target in targets:
-        faults += _step_faults(target, activation.get(target, []))
+        faults += _step_faults(activation.get(target, []), key_path(path, target))
     return faults
 
 

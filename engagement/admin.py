@@ -8,7 +8,9 @@ from django.db.models import Count, TextField, Value
 from django.db.models.functions import Coalesce, Concat, NullIf, Trim
 
 from engagement.builtin_segments import builtin_segments_create
+from engagement.document_field import DocumentField
 from engagement.erasure_admin import ErasureActionMixin
+from engagement.input_rules import MAX_CONDITIONS, MAX_DAYS, MAX_WHOLE
 from engagement.models import (
     Account,
     AccountScore,
@@ -30,11 +32,17 @@ from engagement.scored_admin import ScoredListMixin, trait
 from engagement.segment_conditions import (
     ACCOUNT_METRICS,
     OPERATORS,
-    segment_conditions_validate,
+    segment_conditions_faults,
 )
 from engagement.services import product_create
 from engagement.stored_json import read_traits
-from engagement.workspace_config import account_filter_faults
+from engagement.workspace_config import (
+    account_filter_faults,
+    daily_event_cap_fault,
+    event_name_fault,
+    name_fault,
+    weight_fault,
+)
 
 
 class ProductMembershipInline(admin.TabularInline):
@@ -67,10 +75,33 @@ class ProductAdmin(admin.ModelAdmin):
         obj.refresh_from_db()
 
 
+def _refused_unless_fine(value, fault_of):
+    """The cleaned value, or a form error with the words every surface uses for its fault."""
+    fault = fault_of(value)
+    if fault:
+        raise ValidationError(fault[:1].upper() + fault[1:] + ".")
+    return value
+
+
+class EventWeightForm(forms.ModelForm):
+    """A weight as the configuration document takes it (engagement/workspace_config)."""
+
+    class Meta:
+        model = EventWeight
+        fields = ["event_name", "weight"]
+
+    def clean_event_name(self):
+        return _refused_unless_fine(self.cleaned_data.get("event_name"), event_name_fault)
+
+    def clean_weight(self):
+        return _refused_unless_fine(self.cleaned_data.get("weight"), weight_fault)
+
+
 class EventWeightInline(admin.TabularInline):
-    """Weights 1-10 (0 excludes); names the product has sent are offered in the list."""
+    """Weights 0-10 (0 excludes); names the product has sent are offered in the list."""
 
     model = EventWeight
+    form = EventWeightForm
     extra = 3
 
     def get_formset(self, request, obj=None, **kwargs):
@@ -87,19 +118,31 @@ class EventWeightInline(admin.TabularInline):
 
 
 class WorkspaceForm(forms.ModelForm):
+    """The settings under the configuration document's rules (engagement/workspace_config), so a
+    value the document refuses is a form error here too."""
+
     class Meta:
         model = Workspace
         fields = ["product", "name", "lookback_days", "daily_event_cap", "account_filter"]
+        field_classes = {"account_filter": DocumentField}
         help_texts = {
-            "daily_event_cap": "At most this many of one event per user per day count. "
-            "Empty: no cap.",
+            "daily_event_cap": "At most this many of one event per user per day count "
+            f"(1 to {MAX_WHOLE:,}). Empty: no cap.",
             "account_filter": "Only accounts whose traits all match score here, e.g. "
-            '{"plan": "enterprise", "am.hosting": "Cloud"}. {} scores every account.',
+            '{"plan": "enterprise", "am.hosting": "Cloud"}: text, numbers, true/false or null, '
+            f"at most {MAX_CONDITIONS} traits. {{}} scores every account.",
         }
 
+    def clean_name(self):
+        return _refused_unless_fine(self.cleaned_data.get("name"), name_fault)
+
+    def clean_daily_event_cap(self):
+        return _refused_unless_fine(self.cleaned_data.get("daily_event_cap"), daily_event_cap_fault)
+
     def clean_account_filter(self):
-        value = self.cleaned_data.get("account_filter") or {}
-        faults = account_filter_faults(value)
+        value = self.cleaned_data.get("account_filter")
+        value = {} if value is None else value
+        faults = account_filter_faults(value, path="")
         if faults:
             raise ValidationError(faults)
         return value
@@ -144,28 +187,40 @@ class WorkspaceAdmin(admin.ModelAdmin):
 
 
 class SegmentForm(forms.ModelForm):
+    """A segment under the configuration document's rules: its name, and its conditions by
+    engagement/segment_conditions (a fault per value, `conditions[0].value: ...`)."""
+
     class Meta:
         model = Segment
         fields = ["workspace", "name", "target", "match", "conditions"]
+        field_classes = {"conditions": DocumentField}
         help_texts = {
-            "conditions": "A list; all of them must hold, or any one with match 'any'. "
+            "conditions": f"A list of at most {MAX_CONDITIONS}; all of them must hold, or any one "
+            "with match 'any'. "
             '[{"field": "trait:am.status", "operator": "equals", "value": "active"}, '
             '{"field": "metric:engagement_score", "operator": "greater_than", "value": 50}]. '
             f"Operators: {', '.join(OPERATORS)}. Metrics: {', '.join(ACCOUNT_METRICS)} "
             "(active_users, total_users, active_user_share: accounts only). Events: "
             '{"field": "event:Login", "operator": "count_at_least", "value": 3, '
-            '"within_last_days": 14}.',
+            '"within_last_days": 14}. '
+            f"Days: 0 to {MAX_DAYS:,}.",
         }
+
+    def clean_name(self):
+        return _refused_unless_fine(self.cleaned_data.get("name"), name_fault)
+
+    def clean_conditions(self):
+        value = self.cleaned_data.get("conditions")
+        return [] if value is None else value
 
     def clean(self):
         cleaned = super().clean()
         target = cleaned.get("target")
         conditions = cleaned.get("conditions")
-        if target and conditions is not None:
-            try:
-                segment_conditions_validate(target=target, conditions=conditions)
-            except ValidationError as exc:
-                self.add_error("conditions", exc)
+        if target and "conditions" in cleaned:
+            faults = segment_conditions_faults(target=target, conditions=conditions)
+            if faults:
+                self.add_error("conditions", faults)
         return cleaned
 
 

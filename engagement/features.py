@@ -13,10 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from engagement.hierarchy import account_subtrees
+from engagement.input_rules import at, key_path, text_fault
 from engagement.models import EventRollup, Feature, Workspace
+from engagement.stored_json import json_for_reading
 
 NAME_MAX = 200
 EVENT_MAX = 255
@@ -28,26 +32,29 @@ class FeatureUse:
     used: bool
 
 
-def features_faults(features: object) -> list[str]:
-    """Every fault of a {"feature name": ["event", ...]} mapping, or [] when it can be stored."""
+def features_faults(features: object, *, path: str = "features") -> list[str]:
+    """Every fault of a {"feature name": ["event name", ...]} mapping, each after its path
+    (`features.Reporting[1]: ...`), or [] when it can be stored."""
     if not isinstance(features, dict):
-        return ['features: an object {"feature name": ["event name", ...]}.']
+        return [at(path, 'an object {"feature name": ["event name", ...]}')]
     faults: list[str] = []
     owner: dict[str, str] = {}
     for name, events in features.items():
-        if not name.strip() or len(name) > NAME_MAX:
-            faults.append(f"features: a feature name of 1 to {NAME_MAX} characters.")
+        where = key_path(path, name)
+        if fault := text_fault(name, max_length=NAME_MAX, what="a feature name"):
+            faults.append(at(where, fault))
         if not isinstance(events, list) or not events:
-            faults.append(f"features: {name!r} needs a list of at least one event name.")
+            faults.append(at(where, "a list of at least one event name"))
             continue
-        for event in events:
-            if not isinstance(event, str) or not event or len(event) > EVENT_MAX:
-                faults.append(f"features: {name!r} lists an event name not of 1 to 255 characters.")
+        for position, event in enumerate(events):
+            here = f"{where}[{position}]"
+            if fault := text_fault(event, max_length=EVENT_MAX, what="an event name"):
+                faults.append(at(here, fault))
             elif event in owner:
                 first = owner[event]
-                where = "twice" if first == name else f"in {first!r} too"
+                listed = "twice" if first == name else f"in {first!r} too"
                 faults.append(
-                    f"features: event {event!r} is listed {where}; an event belongs to one feature."
+                    at(here, f"{event!r} is listed {listed}; an event belongs to one feature")
                 )
             else:
                 owner[event] = name
@@ -55,12 +62,16 @@ def features_faults(features: object) -> list[str]:
 
 
 def workspace_features(*, workspace_id: int) -> dict[str, list[str]]:
-    """The workspace's features, in the order they were created."""
+    """The workspace's features, in the order they were created. The events are read as reads
+    read stored JSON (engagement.stored_json), and events stored past features_faults that are
+    not a list read as none: a score refresh reads this, and no stored value may stop it."""
+    features = Feature.objects.filter(workspace_id=workspace_id).order_by("id")
     return {
-        name: list(events)
-        for name, events in Feature.objects.filter(workspace_id=workspace_id)
-        .order_by("id")
-        .values_list("name", "events")
+        name: list(events) if isinstance(events, list) else []
+        for name, events in (
+            (name, json_for_reading(text))
+            for name, text in features.values_list("name", Cast("events", TextField()))
+        )
     }
 
 

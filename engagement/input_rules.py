@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from numbers import Real
+
+from django.utils.dateparse import parse_datetime
 
 MAX_WHOLE = 2**31 - 1
 MAX_DAYS = 3650
@@ -68,6 +71,18 @@ def days_fault(value: object, *, least: int = 0) -> str | None:
     return whole_fault(value, least=least, most=MAX_DAYS)
 
 
+_ROW_ID = re.compile(r"[0-9]{1,18}")
+
+
+def posted_id(value: object) -> int | None:
+    """The row id a form posts (a score sync's, a key's), or None when the value cannot be one:
+    1 to 18 ASCII digits, so it fits a bigint column ("²".isdigit() is True, and int() reads
+    "٣" and " 3 " too). None answers "no such record", never a database error."""
+    if isinstance(value, str) and _ROW_ID.fullmatch(value):
+        return int(value)
+    return None
+
+
 def is_number(value: object) -> bool:
     return isinstance(value, Real) and not isinstance(value, bool)
 
@@ -96,10 +111,34 @@ def at(path: str, fault: str) -> str:
     return f"{path}: {fault}" if path else fault
 
 
-def key_path(parent: str, key: str) -> str:
-    """The path of `key` inside the object at `parent` (`weights.Report_Created`)."""
-    shown = key if key and key.replace("_", "").replace("-", "").isalnum() else json.dumps(key)
+def key_path(parent: str, key: object) -> str:
+    """The path of `key` inside the object at `parent` (`weights.Report_Created`); a key that is
+    not a plain name is shown as JSON (`account_filter."k\\u0000"`)."""
+    plain = isinstance(key, str) and bool(key) and key.replace("_", "").replace("-", "").isalnum()
+    shown = key if plain else json.dumps(key, default=repr)
     return f"{parent}.{shown}" if parent else shown
+
+
+# The years a typed date-time may fall in: stored times are from 1970 on (the ingestion door
+# refuses earlier ones), and a year near 9999, which parse_datetime reads, overflows once it is
+# moved to UTC or shifted by a day.
+EARLIEST_YEAR = 1970
+LATEST_YEAR = 2999
+
+
+def date_time_fault(value: object) -> str | None:
+    """The fault of an ISO 8601 date or date-time compared with stored times: one that parses,
+    in the years 1970 to 2999; None when it is fine."""
+    fault = f"an ISO 8601 date-time from {EARLIEST_YEAR} to {LATEST_YEAR} (2025-01-31T09:00:00Z)"
+    if not isinstance(value, str) or len(value) > 64 or text_problem(value):
+        return fault
+    try:
+        parsed = parse_datetime(value)
+    except ValueError:  # well formed, but no such time (February 30th, an offset of 99 hours)
+        return fault
+    if parsed is None or not EARLIEST_YEAR <= parsed.year <= LATEST_YEAR:
+        return fault
+    return None
 
 
 class DocumentError(ValueError):

@@ -1,14 +1,30 @@
 """The segment condition language, checked: which fields, operators and values a condition of a
-users' or an accounts' segment may hold (engagement/segments.py evaluates them)."""
+users' or an accounts' segment (or an automation) may hold; engagement/segments.py evaluates them.
+
+Every value is bounded so that whatever passes can be evaluated on both databases: names and
+texts are storable (engagement/input_rules), days are 0 to 3,650, counts below 2**31, a metric is
+compared with a number its column can be compared with, and last_seen with a date-time whose
+year neither overflows nor means nothing. Faults carry the path of the value they are about,
+list positions counted from 0 (`conditions[2].value: ...`).
+"""
 
 from __future__ import annotations
 
-from numbers import Real
-
 from django.core.exceptions import ValidationError
-from django.utils.dateparse import parse_datetime
+from django.db.backends.base.operations import BaseDatabaseOperations
 
-from engagement.models import Segment
+from engagement.input_rules import (
+    MAX_CONDITIONS,
+    at,
+    date_time_fault,
+    days_fault,
+    is_number,
+    number_fault,
+    plain_value_fault,
+    text_fault,
+    whole_fault,
+)
+from engagement.models import AccountScore, Segment
 
 OPERATORS = (
     "equals",
@@ -38,101 +54,147 @@ USER_METRICS = (
 ACCOUNT_METRICS = (*USER_METRICS, "active_users", "total_users", "active_user_share")
 DATETIME_METRICS = ("last_seen",)
 _NO_VALUE = ("is_set", "is_not_set")
+_CONDITION_KEYS = ("field", "operator", "value")
+_EVENT_CONDITION_KEYS = (*_CONDITION_KEYS, "within_last_days")
+# A trait's or an event's name, as the ingestion door takes them; a text compared with a trait.
+NAME_MAX = 255
+VALUE_MAX = 1000
+# The numbers a whole-number metric can be compared with: its column's range. Beyond it Django
+# gives up on the lookup (EmptyResultSet), and the query around it with it.
+WHOLE_METRIC_RANGES: dict[str, tuple[int, int]] = {
+    name: BaseDatabaseOperations.integer_field_ranges[internal_type]
+    for name in ACCOUNT_METRICS
+    if (internal_type := AccountScore._meta.get_field(name).get_internal_type())
+    in BaseDatabaseOperations.integer_field_ranges
+}
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool)
-
-
-def segment_conditions_validate(*, target: str, conditions: object) -> list[dict]:
-    """The conditions if every one is usable, else a ValidationError listing each fault."""
+def segment_conditions_faults(
+    *, target: str, conditions: object, path: str = "conditions"
+) -> list[str]:
+    """Every fault of a list of conditions, each after its path (`conditions[2].value: ...`,
+    under `path`), or [] when every one is usable."""
     if not isinstance(conditions, list):
-        raise ValidationError("Conditions must be a list of {field, operator, value} objects.")
+        return [at(path, "a list of {field, operator, value} objects")]
+    if len(conditions) > MAX_CONDITIONS:
+        return [at(path, f"at most {MAX_CONDITIONS} conditions (this list has {len(conditions)})")]
     metrics = USER_METRICS if target == Segment.Target.USERS else ACCOUNT_METRICS
-    errors: list[str] = []
-    for number, condition in enumerate(conditions, start=1):
-        where = f"Condition {number}"
-        if not isinstance(condition, dict):
-            errors.append(f"{where}: must be an object with field, operator and value.")
-            continue
-        field = condition.get("field")
-        if isinstance(field, str) and field.startswith("event:"):
-            errors.extend(f"{where}: {fault}" for fault in _event_condition_faults(condition))
-            continue
-        fault = _condition_fault(condition, metrics)
-        if fault:
-            errors.append(f"{where}: {fault}")
-    if errors:
-        raise ValidationError(errors)
-    return conditions
-
-
-def _whole_days(value: object, *, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
-
-
-def _event_condition_faults(condition: dict) -> list[str]:
-    """What is wrong with an event condition (field "event:<name>")."""
-    faults = []
-    unknown = set(condition) - {"field", "operator", "value", "within_last_days"}
-    if unknown:
-        faults.append(f"unknown keys {sorted(unknown)}.")
-    if not condition["field"][len("event:") :]:
-        faults.append("field needs an event name after 'event:'.")
-    if condition.get("operator") not in EVENT_OPERATORS:
-        faults.append("an event condition's operator is count_at_least.")
-    if not _whole_days(condition.get("value"), least=1):
-        faults.append("count_at_least needs a whole number of times (>= 1).")
-    days = condition.get("within_last_days")
-    if days is not None and not _whole_days(days, least=0):
-        faults.append("within_last_days needs a whole number of days (>= 0).")
+    faults: list[str] = []
+    for position, condition in enumerate(conditions):
+        faults += _condition_faults(condition, metrics, f"{path}[{position}]")
     return faults
 
 
-def _condition_fault(condition: dict, metrics: tuple[str, ...]) -> str | None:
-    """What is wrong with a trait or metric condition, or None."""
+def segment_conditions_validate(
+    *, target: str, conditions: object, path: str = "conditions"
+) -> list[dict]:
+    """The conditions if every one is usable, else a ValidationError listing each fault."""
+    faults = segment_conditions_faults(target=target, conditions=conditions, path=path)
+    if faults:
+        raise ValidationError(faults)
+    return conditions  # type: ignore[return-value]  # a list of objects, as just checked
+
+
+def _unknown_keys_fault(condition: dict, known: tuple[str, ...]) -> str | None:
+    unknown = [key for key in condition if key not in known]
+    if not unknown:
+        return None
+    shown = ", ".join(repr(key) for key in unknown)
+    return f"unknown keys {shown}; a condition has {', '.join(known)}"
+
+
+def _condition_faults(condition: object, metrics: tuple[str, ...], where: str) -> list[str]:
+    """What is wrong with one condition, each fault after its path."""
+    if not isinstance(condition, dict):
+        return [at(where, "an object with field, operator and value")]
     field = condition.get("field")
+    if isinstance(field, str) and field.startswith("event:"):
+        return _event_condition_faults(condition, where)
+    faults = []
+    if unknown := _unknown_keys_fault(condition, _CONDITION_KEYS):
+        faults.append(at(where, unknown))
+    field_fault = _field_fault(field, metrics)
+    if field_fault:
+        faults.append(at(f"{where}.field", field_fault))
     operator = condition.get("operator")
-    value = condition.get("value")
-    unknown = set(condition) - {"field", "operator", "value"}
-    if unknown:
-        return f"unknown keys {sorted(unknown)}."
     if operator not in OPERATORS:
-        return f"operator must be one of {', '.join(OPERATORS)}."
+        faults.append(at(f"{where}.operator", f"one of {', '.join(OPERATORS)}"))
+    if field_fault or operator not in OPERATORS:
+        return faults
+    kind, name = field.split(":", 1)  # type: ignore[union-attr]  # a checked field
+    fault = _operator_fault(kind, name, operator)
+    if fault:
+        return [*faults, at(f"{where}.operator", fault)]
+    fault = _value_fault(kind, name, operator, condition.get("value"))
+    if fault:
+        faults.append(at(f"{where}.value", fault))
+    return faults
+
+
+def _field_fault(field: object, metrics: tuple[str, ...]) -> str | None:
     if not isinstance(field, str) or not field.startswith(("trait:", "metric:")):
-        return "field must be 'trait:<key>', 'metric:<name>' or 'event:<name>'."
-    field_kind, name = field.split(":", 1)
-    if not name:
-        return f"field needs a name after '{field_kind}:'."
-    if field_kind == "metric" and name not in metrics:
-        return f"unknown metric {name!r}; use one of {', '.join(metrics)}."
-    if operator in _NO_VALUE:
+        return "'trait:<key>', 'metric:<name>' or 'event:<name>'"
+    kind, name = field.split(":", 1)
+    if kind == "metric":
+        return None if name in metrics else f"a metric, one of {', '.join(metrics)}"
+    return text_fault(name, max_length=NAME_MAX, what="'trait:' and a trait name")
+
+
+def _operator_fault(kind: str, name: str, operator: str) -> str | None:
+    """Why the operator does not apply to this field, or None."""
+    if kind != "metric":
         return None
-    if value is None:
-        return f"{operator} needs a value."
-    if operator in _DAY_OPERATORS:
-        if not _whole_days(value, least=0):
-            return f"{operator} needs a whole number of days (>= 0)."
-        if field_kind == "metric" and name not in DATETIME_METRICS:
-            return f"{operator} applies to last_seen, not {name}."
-        return None
+    if operator in _DAY_OPERATORS and name not in DATETIME_METRICS:
+        return f"{operator} applies to last_seen, not {name}"
     if operator == "contains":
-        if field_kind == "metric":
-            return "contains applies to traits, not metrics."
-        if not isinstance(value, str) or not value:
-            return "contains needs a non-empty text value."
-        return None
-    if field_kind == "metric":
-        if name in DATETIME_METRICS:
-            if operator in ("equals", "not_equals"):
-                return "compare last_seen with greater_than or less_than."
-            if not isinstance(value, str) or parse_datetime(value) is None:
-                return "last_seen compares with an ISO 8601 date-time."
-        elif not _is_number(value):
-            return f"{name} compares with a number."
-        return None
-    if operator in ("greater_than", "less_than") and not (
-        _is_number(value) or isinstance(value, str)
-    ):
-        return f"{operator} compares with a number or an ISO 8601 date."
+        return "contains applies to traits, not metrics"
+    if name in DATETIME_METRICS and operator in ("equals", "not_equals"):
+        return "compare last_seen with greater_than, less_than or a days operator"
     return None
+
+
+def _value_fault(kind: str, name: str, operator: str, value: object) -> str | None:
+    """What is wrong with the value a field and an operator that go together compare with."""
+    if operator in _NO_VALUE:  # the value is not read; if there is one, it is stored all the same
+        return None if value is None else plain_value_fault(value, max_length=VALUE_MAX)
+    if value is None:
+        return f"{operator} needs a value"
+    if operator in _DAY_OPERATORS:
+        fault = days_fault(value)
+        return f"{operator} counts days: {fault}" if fault else None
+    if operator == "contains":
+        return text_fault(value, max_length=VALUE_MAX, what="a text")
+    if kind == "metric":
+        if name in DATETIME_METRICS:
+            return date_time_fault(value)
+        return _metric_value_fault(name, value)
+    if operator in ("greater_than", "less_than") and isinstance(value, bool):
+        return f"{operator} compares with a number or a text (an ISO 8601 date compares as text)"
+    return plain_value_fault(value, max_length=VALUE_MAX)
+
+
+def _metric_value_fault(name: str, value: object) -> str | None:
+    if name not in WHOLE_METRIC_RANGES:
+        return number_fault(value)
+    least, most = WHOLE_METRIC_RANGES[name]
+    if is_number(value) and least <= value <= most:  # type: ignore[operator]  # NaN fails
+        return None
+    return f"{name} compares with a number from {least:,} to {most:,}"
+
+
+def _event_condition_faults(condition: dict, where: str) -> list[str]:
+    """What is wrong with an event condition (field "event:<name>")."""
+    faults = []
+    if unknown := _unknown_keys_fault(condition, _EVENT_CONDITION_KEYS):
+        faults.append(at(where, unknown))
+    name = condition["field"][len("event:") :]
+    if fault := text_fault(name, max_length=NAME_MAX, what="'event:' and an event name"):
+        faults.append(at(f"{where}.field", fault))
+    if condition.get("operator") not in EVENT_OPERATORS:
+        faults.append(at(f"{where}.operator", "an event condition's operator is count_at_least"))
+    if fault := whole_fault(condition.get("value"), least=1):
+        faults.append(at(f"{where}.value", f"count_at_least counts times: {fault}"))
+    days = condition.get("within_last_days")
+    if days is not None and (fault := days_fault(days)):
+        faults.append(at(f"{where}.within_last_days", fault))
+    return faults

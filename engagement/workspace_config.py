@@ -5,13 +5,15 @@
      "activation": {"users": [steps], "accounts": [steps]},
      "segments": [{"name", "target", "match", "conditions"}]}
 
-Applying a document checks every part first and lists every fault; nothing changes unless all
-of it is valid, and then all of it changes in one transaction: the settings, the weights (a
-name left out weighs 1 again), the features and activation steps (replaced whole) and the
-segments, matched by name (a segment left out is deleted, a new name is created, built-in
-segments keep that mark). What is read after an apply equals
-what was applied (segments are listed built-in first, then in the order they were created).
-The workspace is rescored and its segments refreshed once it commits.
+Applying a document checks every part first, with the rules every surface uses
+(engagement/input_rules, engagement/segment_conditions), and lists every fault after the path of
+its value (`weights.Report_Created: ...`, `segments[0].conditions[2].value: ...`, list positions
+from 0); nothing changes unless all of it is valid, and then all of it changes in one
+transaction: the settings, the weights (a name left out weighs 1 again), the features and
+activation steps (replaced whole) and the segments, matched by name (a segment left out is
+deleted, a new name is created, built-in segments keep that mark). What is read after an apply
+equals what was applied (segments are listed built-in first, then in the order they were
+created). The workspace is rescored and its segments refreshed once it commits.
 """
 
 from __future__ import annotations
@@ -21,8 +23,17 @@ from django.db import transaction
 
 from engagement.activation import activation_faults, activation_replace, workspace_activation
 from engagement.features import features_faults, features_replace, workspace_features
+from engagement.input_rules import (
+    MAX_CONDITIONS,
+    at,
+    is_whole,
+    key_path,
+    plain_value_fault,
+    text_fault,
+    whole_fault,
+)
 from engagement.models import EventWeight, Segment, Workspace
-from engagement.segment_conditions import segment_conditions_validate
+from engagement.segment_conditions import segment_conditions_faults
 
 DOCUMENT_KEYS = (
     "name",
@@ -35,6 +46,13 @@ DOCUMENT_KEYS = (
     "segments",
 )
 SEGMENT_KEYS = ("name", "target", "match", "conditions")
+LOOKBACKS = tuple(Workspace.Lookback.values)
+# The model's max_length of a workspace's and a segment's name, of an event name, and the
+# ingestion door's of a trait name.
+NAME_MAX = 200
+EVENT_NAME_MAX = 255
+TRAIT_NAME_MAX = 255
+MAX_WEIGHT = 10
 
 
 def workspace_config_get(*, workspace: Workspace) -> dict:
@@ -61,42 +79,66 @@ def workspace_config_get(*, workspace: Workspace) -> dict:
     }
 
 
-def account_filter_faults(value: object) -> list[str]:
-    """What is wrong with an account filter ({"trait": text, number, true/false or null})."""
+def account_filter_faults(value: object, *, path: str = "account_filter") -> list[str]:
+    """Every fault of an account filter ({"trait": text, number, true/false or null}, at most
+    50 traits), each after its path (`account_filter.plan: ...`), or []."""
     if not isinstance(value, dict):
-        return ['The account filter must be an object: {"trait": value, ...}.']
+        return [at(path, 'an object {"trait": value, ...}')]
+    if len(value) > MAX_CONDITIONS:
+        return [at(path, f"at most {MAX_CONDITIONS} traits (this filter has {len(value)})")]
     faults = []
     for key, expected in value.items():
-        if not key:
-            faults.append("The account filter has an empty trait name.")
-        elif isinstance(expected, dict | list):
-            faults.append(
-                f"Filter on {key!r}: compare with a text, number, true/false or null value."
-            )
+        where = key_path(path, key)
+        if fault := text_fault(key, max_length=TRAIT_NAME_MAX, what="a trait name"):
+            faults.append(at(where, fault))
+        if expected is not None and (fault := plain_value_fault(expected)):
+            faults.append(at(where, fault))
     return faults
 
 
-def _whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def name_fault(name: object) -> str | None:
+    """The fault of a workspace's or a segment's name, or None."""
+    return text_fault(name, max_length=NAME_MAX)
+
+
+def daily_event_cap_fault(cap: object) -> str | None:
+    """The fault of a daily event cap (a whole number of at least 1, or None), or None."""
+    fault = None if cap is None else whole_fault(cap, least=1)
+    return f"{fault}, or null for no cap" if fault else None
+
+
+def weight_fault(weight: object) -> str | None:
+    """The fault of an event's weight (a whole number from 0 to 10), or None."""
+    return whole_fault(weight, most=MAX_WEIGHT)
+
+
+def event_name_fault(name: object) -> str | None:
+    """The fault of the event name a weight is for, or None."""
+    return text_fault(name, max_length=EVENT_NAME_MAX, what="an event name")
 
 
 def workspace_config_faults(document: object) -> list[str]:
-    """Every fault of a configuration document, or [] when it can be applied."""
+    """Every fault of a configuration document, each after its path (`weights.Login: ...`,
+    `segments[0].conditions[2].value: ...`), or [] when it can be applied."""
     if not isinstance(document, dict):
-        return ["The configuration must be a JSON object."]
-    faults = [f"Unknown key {key!r}." for key in document if key not in DOCUMENT_KEYS]
-    faults += [f"Missing key {key!r}." for key in DOCUMENT_KEYS if key not in document]
-    name = document.get("name")
-    if "name" in document and not (isinstance(name, str) and name.strip() and len(name) <= 200):
-        faults.append("name: a non-empty text of at most 200 characters.")
-    if "lookback_days" in document and document["lookback_days"] not in Workspace.Lookback.values:
-        faults.append(f"lookback_days: one of {Workspace.Lookback.values}.")
-    cap = document.get("daily_event_cap")
-    if cap is not None and not (_whole(cap) and cap >= 1):
-        faults.append("daily_event_cap: a whole number of at least 1, or null for no cap.")
+        return [f"The configuration must be a JSON object: {', '.join(DOCUMENT_KEYS)}."]
+    faults = [
+        at(key_path("", key), "not a key of the document")
+        for key in document
+        if key not in DOCUMENT_KEYS
+    ]
+    faults += [
+        at(key, "missing; every key is required") for key in DOCUMENT_KEYS if key not in document
+    ]
+    if "name" in document and (fault := name_fault(document["name"])):
+        faults.append(at("name", fault))
+    lookback = document.get("lookback_days")
+    if "lookback_days" in document and not (is_whole(lookback) and lookback in LOOKBACKS):
+        faults.append(at("lookback_days", f"one of {', '.join(map(str, LOOKBACKS))} (days)"))
+    if fault := daily_event_cap_fault(document.get("daily_event_cap")):
+        faults.append(at("daily_event_cap", fault))
     if "account_filter" in document:
-        filter_faults = account_filter_faults(document["account_filter"])
-        faults += [f"account_filter: {fault}" for fault in filter_faults]
+        faults += account_filter_faults(document["account_filter"])
     if "weights" in document:
         faults += _weight_faults(document["weights"])
     if "features" in document:
@@ -110,43 +152,47 @@ def workspace_config_faults(document: object) -> list[str]:
 
 def _weight_faults(weights: object) -> list[str]:
     if not isinstance(weights, dict):
-        return ['weights: an object {"event name": 0-10}.']
+        return [at("weights", 'an object {"event name": 0-10}')]
     faults = []
     for event, weight in weights.items():
-        if not event or len(event) > 255:
-            faults.append("weights: an event name of 1 to 255 characters.")
-        if not (_whole(weight) and 0 <= weight <= 10):
-            faults.append(f"weights: {event!r} must weigh a whole number from 0 to 10.")
+        where = key_path("weights", event)
+        if fault := event_name_fault(event):
+            faults.append(at(where, fault))
+        if fault := weight_fault(weight):
+            faults.append(at(where, fault))
     return faults
 
 
 def _segment_faults(segments: object) -> list[str]:
     if not isinstance(segments, list):
-        return ["segments: a list of {name, target, match, conditions}."]
+        return [at("segments", "a list of {name, target, match, conditions} objects")]
     faults, seen = [], set()
-    for number, segment in enumerate(segments, start=1):
-        where = f"segments[{number}]"
+    for position, segment in enumerate(segments):
+        where = f"segments[{position}]"
         if not isinstance(segment, dict):
-            faults.append(f"{where}: an object with {', '.join(SEGMENT_KEYS)}.")
+            faults.append(at(where, f"an object with {', '.join(SEGMENT_KEYS)}"))
             continue
-        faults += [f"{where}: unknown key {key!r}." for key in segment if key not in SEGMENT_KEYS]
+        faults += [
+            at(key_path(where, key), f"not a key of a segment; one of {', '.join(SEGMENT_KEYS)}")
+            for key in segment
+            if key not in SEGMENT_KEYS
+        ]
         name = segment.get("name")
-        if not (isinstance(name, str) and name.strip() and len(name) <= 200):
-            faults.append(f"{where}: name must be a non-empty text of at most 200 characters.")
+        if fault := name_fault(name):
+            faults.append(at(f"{where}.name", fault))
         elif name in seen:
-            faults.append(f"{where}: a second segment named {name!r}.")
+            faults.append(at(f"{where}.name", f"a second segment named {name!r}"))
         else:
             seen.add(name)
+        if segment.get("match", Segment.Match.ALL) not in Segment.Match.values:
+            faults.append(at(f"{where}.match", f"one of {', '.join(Segment.Match.values)}"))
         target = segment.get("target", Segment.Target.ACCOUNTS)
         if target not in Segment.Target.values:
-            faults.append(f"{where}: target must be one of {Segment.Target.values}.")
-            continue
-        if segment.get("match", Segment.Match.ALL) not in Segment.Match.values:
-            faults.append(f"{where}: match must be one of {Segment.Match.values}.")
-        try:
-            segment_conditions_validate(target=target, conditions=segment.get("conditions", []))
-        except ValidationError as invalid:
-            faults += [f"{where}: {message}" for message in invalid.messages]
+            faults.append(at(f"{where}.target", f"one of {', '.join(Segment.Target.values)}"))
+            continue  # which conditions are valid depends on the target
+        faults += segment_conditions_faults(
+            target=target, conditions=segment.get("conditions", []), path=f"{where}.conditions"
+        )
     return faults
 
 

@@ -1,10 +1,18 @@
 """The workspace's configuration page: read and download for viewers, edit for managers."""
 
+import html
 import json
+import re
+
+import pytest
+from django.test import Client
 
 from engagement.models import ProductMembership, Segment
-from engagement.workspace_config import workspace_config_get
 from tests.dashboard.conftest import signed_in
+from tests.engagement.config_probes import probe_cases, stored_config
+
+# Applies configuration documents: runs on PostgreSQL and again on SQLite.
+pytestmark = pytest.mark.both_databases
 
 
 def page(tenant, suffix="config/"):
@@ -21,26 +29,67 @@ def test_a_viewer_reads_and_downloads_the_document_but_cannot_apply_one(acme, ve
     assert download["Content-Disposition"] == (
         f'attachment; filename="workspace-{acme.workspace.id}.json"'
     )
-    assert json.loads(download.content) == workspace_config_get(workspace=acme.workspace)
+    assert json.loads(download.content) == stored_config(acme.workspace)
     assert client.post(page(acme), {"document": download.content.decode()}).status_code == 403
     assert client.get(page(globex)).status_code == 404  # another product's workspace
 
 
-def test_a_manager_applies_a_document_or_sees_every_fault(acme, vera):
+@pytest.fixture
+def manager(acme, vera) -> Client:
     ProductMembership.objects.filter(user=vera).update(role=ProductMembership.Role.MANAGER)
-    client = signed_in(vera)
-    assert b"<textarea" in client.get(page(acme)).content
-    document = workspace_config_get(workspace=acme.workspace)
+    return signed_in(vera)
+
+
+def faults_shown(response) -> list[str]:
+    """The faults listed on the page, as a person reads them."""
+    listed = re.search(r'<ul id="config-faults">(.*?)</ul>', response.content.decode(), re.S)
+    return [html.unescape(item) for item in re.findall(r"<li>(.*?)</li>", listed.group(1), re.S)]
+
+
+def test_a_manager_applies_a_document_or_sees_every_fault(acme, manager):
+    assert b"<textarea" in manager.get(page(acme)).content
+    before = stored_config(acme.workspace)
+    document = json.loads(json.dumps(before))
     document["weights"] = {"Login": 11, "Export": -1}
-    refused = client.post(page(acme), {"document": json.dumps(document)})
-    assert refused.status_code == 200
+    refused = manager.post(page(acme), {"document": json.dumps(document)})
+    assert refused.status_code == 400
     assert b"Nothing was changed" in refused.content
-    assert b"&#x27;Login&#x27; must weigh" in refused.content
-    assert b"&#x27;Export&#x27; must weigh" in refused.content
-    assert client.post(page(acme), {"document": "{"}).content.count(b"Not JSON") == 1
+    assert faults_shown(refused) == [
+        "weights.Login: a whole number from 0 to 10",
+        "weights.Export: a whole number from 0 to 10",
+    ]
+    assert b"<textarea" in refused.content and b"&quot;Login&quot;: 11" in refused.content
+    assert stored_config(acme.workspace) == before
+    not_json = manager.post(page(acme), {"document": "{"})
+    assert not_json.status_code == 400
+    assert faults_shown(not_json) == [
+        "The document is refused: not JSON: Expecting property name enclosed in double quotes: "
+        "line 1 column 2 (char 1)"
+    ]
     document["weights"] = {"Login": 4}
     document["segments"] = document["segments"][:2]
-    applied = client.post(page(acme), {"document": json.dumps(document)})
+    applied = manager.post(page(acme), {"document": json.dumps(document)})
     assert applied.status_code == 302 and applied["Location"].endswith("config/?saved=1")
-    assert workspace_config_get(workspace=acme.workspace) == document
+    assert stored_config(acme.workspace) == document
     assert Segment.objects.filter(workspace=acme.workspace).count() == 2
+
+
+@pytest.mark.parametrize("probe", probe_cases())
+def test_a_hostile_document_is_refused_with_the_form_and_its_fault(acme, manager, probe):
+    before = stored_config(acme.workspace)
+    refused = manager.post(page(acme), {"document": probe.text(before)})
+    assert refused.status_code == 400
+    assert b"<textarea" in refused.content
+    assert any(probe.expected(before) in fault for fault in faults_shown(refused))
+    assert stored_config(acme.workspace) == before
+
+
+def test_a_document_over_a_million_characters_is_refused(acme, manager):
+    before = stored_config(acme.workspace)
+    text = json.dumps({**before, "name": "x" * 1_000_000})
+    refused = manager.post(page(acme), {"document": text})
+    assert refused.status_code == 400
+    assert faults_shown(refused) == [
+        "The document is too large: at most 1,000,000 characters",
+    ]
+    assert stored_config(acme.workspace) == before

@@ -1,11 +1,14 @@
 """Admin: workspace settings with weights inline (saving rescores), segments with validation."""
 
+import html
+
 import pytest
 from django.urls import reverse
 
 from config.celery import app
-from engagement.models import EventWeight, Segment, SegmentMember, UserScore
+from engagement.models import Segment, SegmentMember, UserScore
 from engagement.scoring import workspace_rescore
+from tests.engagement.config_probes import stored_config
 from tests.engagement.helpers import apply, group, track
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
@@ -67,39 +70,120 @@ def test_saving_weights_rescores_the_workspace(
     assert scores == {"u1": 10, "u2": 0}
 
 
+def errors_shown(response) -> str:
+    """The page's text as a person reads it (form errors included)."""
+    return html.unescape(response.content.decode())
+
+
+DEEP = "[" * 3000 + "]" * 3000
+
+
 @pytest.mark.parametrize(
-    ("overrides", "weights", "message"),
+    ("overrides", "weights", "error"),
     [
-        ({}, [("Login", 11)], b"less than or equal to 10"),
-        ({"account_filter": "[1, 2]"}, [], b"The account filter must be an object"),
-        ({"account_filter": '{"plan": {"in": ["a"]}}'}, [], b"compare with a text, number"),
-        ({"daily_event_cap": "0"}, [], b"greater than or equal to 1"),
-        ({"lookback_days": "14"}, [], b"Select a valid choice"),
+        ({}, [("Login", 11)], "A whole number from 0 to 10."),
+        ({}, [("Log\x00in", 1)], "Null characters are not allowed."),
+        ({"name": ""}, [], "This field is required."),
+        ({"name": "Growth\x00"}, [], "Null characters are not allowed."),
+        ({"account_filter": "[1, 2]"}, [], 'an object {"trait": value, ...}'),
+        ({"account_filter": '{"plan": {"in": ["a"]}}'}, [], "plan: a text, a number or true/false"),
+        ({"account_filter": '{"k\\u0000": "x"}'}, [], '"k\\u0000": must not contain NUL (\\u0000)'),
+        ({"account_filter": '{"plan": "pro\\u0000"}'}, [], "plan: must not contain NUL"),
+        (
+            {"account_filter": '{"seats": NaN}'},
+            [],
+            "NaN is not a JSON value; write a finite number",
+        ),
+        ({"account_filter": '{"seats": 1e400}'}, [], "the number 1e400 is too large"),
+        ({"account_filter": DEEP}, [], "the document nests deeper than 16 levels"),
+        (
+            {"daily_event_cap": "0"},
+            [],
+            "A whole number from 1 to 2,147,483,647, or null for no cap.",
+        ),
+        ({"daily_event_cap": str(2**31)}, [], "from 1 to 2,147,483,647"),
+        ({"daily_event_cap": str(10**30)}, [], "from 1 to 2,147,483,647"),
+        ({"lookback_days": "14"}, [], "Select a valid choice"),
     ],
 )
-def test_bad_workspace_settings_are_refused(acme, admin_client, overrides, weights, message):
+def test_bad_workspace_settings_are_refused(acme, admin_client, overrides, weights, error):
+    before = stored_config(acme.workspace)
     url = reverse("admin:engagement_workspace_change", args=[acme.workspace.id])
     response = admin_client.post(url, workspace_form(acme, weights=weights, **overrides))
     assert response.status_code == 200
-    assert message in response.content
-    assert not EventWeight.objects.filter(workspace=acme.workspace).exists()
+    assert error in errors_shown(response)
+    assert stored_config(acme.workspace) == before
 
 
-def test_segment_with_invalid_conditions_is_refused(acme, admin_client):
+def segment_form(acme, conditions: str, **overrides) -> dict:
+    return {
+        "workspace": acme.workspace.id,
+        "name": "Hot",
+        "target": "accounts",
+        "match": "all",
+        "conditions": conditions,
+        **overrides,
+    }
+
+
+def condition(operator: str, value: str, field: str = "metric:engagement_score") -> str:
+    return f'[{{"field": "{field}", "operator": "{operator}", "value": {value}}}]'
+
+
+@pytest.mark.parametrize(
+    ("form", "error"),
+    [
+        (
+            {"conditions": condition("contains", '"9"')},
+            "conditions[0].operator: contains applies to traits, not metrics",
+        ),
+        (
+            {"conditions": condition("greater_than", str(10**30))},
+            "conditions[0].value: engagement_score compares with a number from 0 to 32,767",
+        ),
+        (
+            {"conditions": condition("within_last_days", str(10**12), "metric:last_seen")},
+            "conditions[0].value: within_last_days counts days: a whole number from 0 to 3,650",
+        ),
+        (
+            {"conditions": condition("count_at_least", str(10**30), "event:E")},
+            "count_at_least counts times: a whole number from 1 to 2,147,483,647",
+        ),
+        (
+            {"conditions": condition("equals", '[["a"]]', "trait:plan")},
+            "conditions[0].value: a text, a number or true/false (not a list or an object)",
+        ),
+        ({"conditions": condition("equals", "NaN", "trait:plan")}, "NaN is not a JSON value"),
+        ({"conditions": condition("less_than", "1e400", "trait:n")}, "1e400 is too large"),
+        ({"conditions": DEEP}, "the document nests deeper than 16 levels"),
+        (
+            {"conditions": "[" + ", ".join([condition("is_set", "null")[1:-1]] * 51) + "]"},
+            "conditions: at most 50 conditions (this list has 51)",
+        ),
+        ({"conditions": "[]", "name": "Hot\x00"}, "Null characters are not allowed."),
+    ],
+)
+def test_segment_with_invalid_conditions_is_refused(acme, admin_client, form, error):
+    before = stored_config(acme.workspace)
     response = admin_client.post(
-        reverse("admin:engagement_segment_add"),
-        {
-            "workspace": acme.workspace.id,
-            "name": "Hot",
-            "target": "accounts",
-            "match": "all",
-            "conditions": '[{"field": "metric:engagement_score", "operator": "contains", '
-            '"value": "9"}]',
-        },
+        reverse("admin:engagement_segment_add"), segment_form(acme, **form)
     )
     assert response.status_code == 200
-    assert b"contains applies to traits, not metrics" in response.content
-    assert not Segment.objects.filter(builtin=False).exists()
+    assert error in errors_shown(response)
+    assert stored_config(acme.workspace) == before
+
+
+def test_an_existing_segment_with_a_bad_change_keeps_its_conditions(acme, admin_client):
+    segment = Segment.objects.get(workspace=acme.workspace, name="Score 75 and over")
+    url = reverse("admin:engagement_segment_change", args=[segment.id])
+    changed = segment_form(acme, condition("less_than", "-5.5"), name=segment.name)
+    response = admin_client.post(url, changed)
+    assert response.status_code == 200
+    assert "engagement_score compares with a number from 0 to 32,767" in errors_shown(response)
+    segment.refresh_from_db()
+    assert segment.conditions == [
+        {"field": "metric:engagement_score", "operator": "greater_than", "value": 74}
+    ]
 
 
 def test_saving_a_segment_computes_its_members(

@@ -86,9 +86,9 @@ def test_an_event_belongs_to_at_most_one_feature(acme):
     with pytest.raises(ValidationError) as refused:
         workspace_config_apply(workspace_id=acme.workspace.id, document=document)
     assert refused.value.messages == [
-        "features: event 'Report Shared' is listed in 'Reporting' too; an event belongs to "
-        "one feature.",
-        "features: 'Empty' needs a list of at least one event name.",
+        "features.Sharing[0]: 'Report Shared' is listed in 'Reporting' too; an event belongs to "
+        "one feature",
+        "features.Empty: a list of at least one event name",
     ]
     assert not Feature.objects.exists()
 
@@ -160,9 +160,9 @@ def test_without_steps_activation_is_none(acme):
 @pytest.mark.parametrize(
     ("activation", "fault"),
     [
-        ({"users": ["Signed Up"]}, "activation.users: 'Signed Up' is not 'event:<name>' or"),
-        ({"users": ["event:A", "event:A"]}, "activation.users: 'event:A' is listed twice."),
-        ({"teams": []}, "activation: unknown key 'teams'."),
+        ({"users": ["Signed Up"]}, "activation.users[0]: a step, 'event:<name>' or"),
+        ({"users": ["event:A", "event:A"]}, "activation.users[1]: 'event:A' is listed twice"),
+        ({"teams": []}, "activation.teams: not a target; one of users, accounts"),
         ({"accounts": "trait:plan"}, "activation.accounts: a list of steps"),
     ],
 )

@@ -8,15 +8,23 @@ import sys
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from engagement.input_rules import DocumentError, document_load
 from engagement.models import Workspace
 from engagement.workspace_config import workspace_config_apply, workspace_config_get
 
 
+def _refused(faults: list[str]) -> CommandError:
+    """The command's answer to a document it does not apply: exit status 1, every fault."""
+    listed = "\n".join(f"- {fault}" for fault in faults)
+    return CommandError(f"Nothing was changed:\n{listed}")
+
+
 class Command(BaseCommand):
     help = (
-        "Print the workspace's configuration (settings, weights, segments) as one JSON "
-        "document; with --apply, read such a document from standard input and apply it whole, "
-        "in one transaction, or list every fault and change nothing."
+        "Print the workspace's configuration (settings, weights, features, activation, "
+        "segments) as one JSON document; with --apply, read such a document from standard "
+        "input and apply it whole, in one transaction, or list every fault, change nothing and "
+        "exit with status 1 (docs/scoring.md, 'A workspace as code')."
     )
 
     def add_arguments(self, parser) -> None:
@@ -31,14 +39,15 @@ class Command(BaseCommand):
             raise CommandError(f"No workspace with id {options['workspace']}.")
         if options["apply"]:
             try:
-                document = json.loads(sys.stdin.read())
-            except ValueError as error:
-                raise CommandError(f"Standard input is not JSON: {error}") from error
+                document = document_load(sys.stdin.read())
+            except UnicodeDecodeError:
+                raise _refused(["standard input is not UTF-8 text"]) from None
+            except DocumentError as error:
+                raise _refused([f"standard input: {error}"]) from None
             try:
                 config = workspace_config_apply(workspace_id=workspace.id, document=document)
             except ValidationError as invalid:
-                faults = "\n".join(f"- {message}" for message in invalid.messages)
-                raise CommandError(f"Nothing was changed:\n{faults}") from invalid
+                raise _refused(invalid.messages) from None
         else:
             config = workspace_config_get(workspace=workspace)
         self.stdout.write(json.dumps(config, indent=2, ensure_ascii=False))
