@@ -10,6 +10,12 @@ computed in SQL against the precomputed score tables and kept as SegmentMember r
 get joined_at = the refresh time, members that stop matching are removed, the rest keep their
 joined_at. Every join and leave is also logged as a SegmentMembershipChange, by the same
 statements, and the log is purged after SEGMENT_CHANGES_RETENTION_DAYS.
+
+No stored conditions stop a refresh. A segment whose conditions cannot be evaluated (refused by
+engagement/segment_conditions, unreadable JSON, a date or number the query cannot be built or
+run with: whatever was written past the checks, or by an older release) is marked broken with
+the reason, keeps the members of its last good refresh, and is skipped; every other segment and
+score moves on, and the first refresh that evaluates it again clears the mark.
 """
 
 from __future__ import annotations
@@ -19,8 +25,8 @@ from collections.abc import Collection
 from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.core.exceptions import EmptyResultSet, ValidationError
+from django.db import DataError, IntegrityError, OperationalError, connection, transaction
 from django.db.models import Q, QuerySet, Sum
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -37,6 +43,7 @@ from engagement.models import (
     Workspace,
 )
 from engagement.segment_conditions import DATETIME_METRICS, segment_conditions_validate
+from engagement.stored_json import json_for_reading, with_json_as_text
 from engagement.traits import TraitText, TraitValue
 
 logger = logging.getLogger(__name__)
@@ -80,7 +87,9 @@ def _metric_q(name: str, operator: str, value, now: datetime) -> Q:
     if name in DATETIME_METRICS and operator in ("greater_than", "less_than"):
         value = parse_datetime(value)
         if timezone.is_naive(value):
-            value = timezone.make_aware(value, timezone.get_fixed_timezone(0))
+            value = value.replace(tzinfo=UTC)
+        # In UTC: PostgreSQL takes offsets up to 15:59 only, parse_datetime up to 23:59.
+        value = value.astimezone(UTC)
     if operator == "equals":
         return Q(**{name: value})
     if operator == "not_equals":
@@ -229,29 +238,90 @@ def segment_refresh(
 ) -> tuple[int, int]:
     """Bring one segment's members up to date and log who joined and who left; returns
     (joined, left). With `among` (user or account ids, by the segment's target), only those
-    subjects can join or leave: the others' rows did not change since the last refresh."""
+    subjects can join or leave: the others' rows did not change since the last refresh.
+
+    A segment whose conditions cannot be evaluated is marked broken instead (its members are
+    left as they were): see the module docstring. Its statements run in a savepoint, so the
+    caller's transaction (a score refresh) goes on after the database refused them."""
     now = now or timezone.now()
+    try:
+        statements = _statements(segment, now, among)
+    except SegmentUnevaluable as unevaluable:
+        _broken_mark(segment, str(unevaluable), now)
+        return 0, 0
+    if statements is None:
+        return 0, 0
+    try:
+        try:
+            return _members_update(segment, statements, now)
+        except IntegrityError:
+            # A concurrent refresh of this segment committed some of the same new members
+            # first: everything this one did was rolled back with its (sub)transaction; once
+            # more, skipping those members.
+            return _members_update(segment, statements, now, skip_added_meanwhile=True)
+    except _REFUSED_BY_DATABASE as refused:
+        said = str(refused).strip().splitlines()
+        detail = said[0] if said else type(refused).__name__
+        _broken_mark(segment, f"the database could not evaluate the conditions: {detail}", now)
+        return 0, 0
+
+
+# What a segment's statements may raise for the values of its conditions: a value the database
+# refuses (DataError: out of range, a time zone it does not know), a statement it cannot plan or
+# finish (OperationalError: too deep, too long), an integer SQLite cannot bind (OverflowError).
+# IntegrityError (a concurrent refresh) is handled above; the rest propagates.
+_REFUSED_BY_DATABASE = (DataError, OperationalError, OverflowError)
+# What building a segment's query may raise for the values of its conditions (dates beyond year
+# 9999, numbers beyond a C integer, a condition nested beyond Python's recursion; EmptyResultSet:
+# Django found a value no row of the column can hold, and gives up on the query).
+_UNBUILDABLE = (
+    EmptyResultSet,
+    ArithmeticError,
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    RecursionError,
+)
+# What evaluating stored conditions may raise for their values alone, whoever evaluates them (a
+# segment's refresh, an automation's conditions): a caller skips what raised one of these and
+# says why, and the refresh around it carries on.
+CONDITIONS_UNEVALUABLE = (*_UNBUILDABLE, *_REFUSED_BY_DATABASE)
+# A broken segment's reason is shown whole on its page; past this it is cut.
+BROKEN_REASON_MAX = 2000
+
+
+class SegmentUnevaluable(Exception):
+    """Why a segment's conditions cannot be evaluated, as a person reads it."""
+
+
+def _statements(
+    segment: Segment, now: datetime, among: Collection[int] | None
+) -> SegmentStatements | None:
+    """The segment's refresh statements (None: `among` is empty, nothing to compare), or
+    SegmentUnevaluable."""
     column = "user_id" if segment.target == Segment.Target.USERS else "account_id"
     try:
         matching = segment_matching(segment=segment, now=now).values(column)
-    except ValidationError as exc:
-        logger.warning("segment %s has invalid conditions, skipped: %s", segment.id, exc)
-        return 0, 0
-    among_sql, among_ids = "", []
-    if among is not None:
-        if not among:
-            return 0, 0
-        among_ids = sorted(among)
-        matching = matching.filter(**{f"{column}__in": among_ids})
-        among_sql = f"AND m.{column} IN ({', '.join(['%s'] * len(among_ids))})"
-    sql, params = matching.query.sql_with_params()
+        among_sql, among_ids = "", []
+        if among is not None:
+            if not among:
+                return None
+            among_ids = sorted(among)
+            matching = matching.filter(**{f"{column}__in": among_ids})
+            among_sql = f"AND m.{column} IN ({', '.join(['%s'] * len(among_ids))})"
+        sql, params = matching.query.sql_with_params()
+    except ValidationError as invalid:
+        raise SegmentUnevaluable("; ".join(invalid.messages)) from invalid
+    except _UNBUILDABLE as error:
+        raise SegmentUnevaluable(_unbuildable_reason(segment, now, error)) from error
     names = {
         "members": _MEMBERS,
         "changes": _CHANGES,
         "column": column,
         "other": "account_id" if column == "user_id" else "user_id",
     }
-    statements = SegmentStatements(
+    return SegmentStatements(
         names=names,
         gone=_GONE.format(matching=sql, among=among_sql, **names),
         new=_NEW.format(matching=sql, **names),
@@ -261,13 +331,51 @@ def segment_refresh(
         join_params=[*params, segment.id],
         whole=among is None,
     )
-    try:
-        return _members_update(segment, statements, now)
-    except IntegrityError:
-        # A concurrent refresh of this segment committed some of the same new members first:
-        # everything this one did was rolled back with its (sub)transaction; once more,
-        # skipping those members.
-        return _members_update(segment, statements, now, skip_added_meanwhile=True)
+
+
+def _unbuildable_reason(segment: Segment, now: datetime, error: BaseException) -> str:
+    """Why the segment's query could not be built, after the first condition that fails on its
+    own (`conditions[2]: ...`), as conditions are numbered in their JSON."""
+    conditions = segment.conditions if isinstance(segment.conditions, list) else []
+    for position, condition in enumerate(conditions):
+        try:
+            score_rows_matching(
+                workspace_id=segment.workspace_id,
+                target=segment.target,
+                conditions=[condition],
+                now=now,
+            ).query.sql_with_params()
+        except _UNBUILDABLE as own:
+            return f"conditions[{position}]: cannot be evaluated: {_described(own)}"
+        except ValidationError:
+            continue
+    return f"the conditions cannot be evaluated: {_described(error)}"
+
+
+def unevaluable_described(error: BaseException) -> str:
+    """Why stored conditions could not be evaluated, as a person reads it."""
+    return _described(error)
+
+
+def _described(error: BaseException) -> str:
+    if isinstance(error, EmptyResultSet):
+        return "it compares with a value no stored row can hold"
+    if isinstance(error, RecursionError):
+        return "it is nested too deeply"
+    if isinstance(error, OverflowError):
+        return f"a date or number beyond what can be computed ({error})"
+    return str(error) or type(error).__name__
+
+
+def _broken_mark(segment: Segment, reason: str, now: datetime) -> None:
+    """Mark the segment broken with `reason`, since `now` unless it was broken for the same
+    reason already; its members stay as they were."""
+    reason = reason[:BROKEN_REASON_MAX]
+    logger.warning("segment %s cannot be evaluated, skipped: %s", segment.id, reason)
+    Segment.objects.filter(id=segment.id).exclude(broken_reason=reason).update(
+        broken_reason=reason, broken_at=now
+    )
+    segment.broken_reason = reason
 
 
 def _members_update(
@@ -281,8 +389,12 @@ def _members_update(
         changed = database_backend().segment_members_update(
             statements, skip_added_meanwhile=skip_added_meanwhile
         )
-        # Not save(): updated_at tells when the conditions changed, and stays.
-        Segment.objects.filter(id=segment.id).update(members_refreshed_at=now)
+        # Not save(): updated_at tells when the conditions changed, and stays. Evaluated: no
+        # longer broken, if it was.
+        Segment.objects.filter(id=segment.id).update(
+            members_refreshed_at=now, broken_reason="", broken_at=None
+        )
+    segment.broken_reason = ""
     return changed
 
 
@@ -321,7 +433,12 @@ def segments_refresh(
     compared whole. None (a full rescore): every segment is compared whole.
     """
     now = now or timezone.now()
-    for segment in Segment.objects.filter(workspace_id=workspace_id).order_by("id"):
+    segments = with_json_as_text(Segment.objects.filter(workspace_id=workspace_id), "conditions")
+    for segment in segments.order_by("id"):
+        # Read as the read API renders them: a value nested beyond what json.loads reads, or a
+        # number with more digits than Python converts, becomes its text, and is refused as a
+        # condition's value, instead of failing the refresh.
+        segment.conditions = json_for_reading(segment.conditions_json)
         among = user_ids if segment.target == Segment.Target.USERS else account_ids
         if among is not None and not _refreshable_among(segment, among, now):
             among = None
@@ -330,11 +447,13 @@ def segments_refresh(
 
 def _refreshable_among(segment: Segment, among: Collection[int], now: datetime) -> bool:
     """Whether only `among` can have joined or left since the segment's last refresh: its
-    members were brought up to date with its current conditions earlier the same UTC day, it
-    does not read the percentile rank, and `among` is short enough."""
+    members were brought up to date with its current conditions earlier the same UTC day (and
+    it is not broken: its members may be from before), it does not read the percentile rank,
+    and `among` is short enough."""
     refreshed = segment.members_refreshed_at
     return (
-        refreshed is not None
+        not segment.broken_reason
+        and refreshed is not None
         and refreshed >= segment.updated_at
         and refreshed.astimezone(UTC).date() == now.astimezone(UTC).date()
         and len(among) <= SEGMENT_REFRESH_AMONG_MAX

@@ -10,8 +10,15 @@ from engagement import event_store, history, metrics, scoring, segments, service
 from engagement.erasure import ErasureDeferred, erasure_run
 from engagement.models import Segment, Workspace
 from engagement.segments import segment_refresh
+from engagement.stored_json import with_json_as_text
 
 logger = logging.getLogger(__name__)
+
+
+def _workspaces():
+    """Every workspace, its account filter read as text (engagement.stored_json): one stored
+    past the checks, nested beyond json.loads, cannot stop the ticks of every workspace."""
+    return with_json_as_text(Workspace.objects, "account_filter").order_by("id")
 
 
 @shared_task(ignore_result=True)
@@ -21,7 +28,7 @@ def scores_refresh_due() -> int:
     shows them within a refresh period or two, not at the history's next minute)."""
     queued = 0
     expires = settings.SCORING_REFRESH_SECONDS * 3
-    for workspace in Workspace.objects.order_by("id"):
+    for workspace in _workspaces():
         if scoring.workspace_refresh_is_due(workspace=workspace):
             # A refresh queued behind a slow one is pointless after the next tick queues another.
             workspace_refresh.apply_async(args=[workspace.id], expires=expires)
@@ -100,7 +107,7 @@ def score_history_due() -> int:
     """Periodic (every minute): one history update per workspace never built, whose day ended,
     whose settings changed, or with late events noted (scores_refresh_due queues those first)."""
     queued = 0
-    for workspace in Workspace.objects.order_by("id"):
+    for workspace in _workspaces():
         if history.score_history_is_due(workspace=workspace):
             # A queued update is pointless after the next tick has queued another.
             score_history_update.apply_async(args=[workspace.id], expires=120)

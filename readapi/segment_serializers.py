@@ -22,10 +22,28 @@ class SegmentSerializer(serializers.Serializer):
         "and deletable like the others."
     )
     conditions = ReadListField(child=serializers.DictField(), read=read_conditions)
-    member_count = serializers.IntegerField()
+    member_count = serializers.IntegerField(
+        help_text="Current members; while `broken`, those of its last good refresh."
+    )
+    broken = serializers.SerializerMethodField(
+        help_text="The last refresh could not evaluate the conditions (stored past the checks, "
+        "or by an older release): the segment is skipped and keeps its members until the "
+        "conditions are fixed; the next refresh that evaluates them clears this."
+    )
+    broken_reason = serializers.SerializerMethodField(
+        help_text="Why, after the path of the condition at fault (`conditions[0].value: ...`, "
+        "positions from 0); null when not broken."
+    )
     created_at = TimestampField()
     updated_at = TimestampField()
     _links = serializers.SerializerMethodField()
+
+    def get_broken(self, segment) -> bool:
+        return bool(segment.broken_reason)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_broken_reason(self, segment) -> str | None:
+        return segment.broken_reason or None
 
     @extend_schema_field(RecordLinksSerializer)
     def get__links(self, segment) -> dict:

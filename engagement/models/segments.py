@@ -39,6 +39,12 @@ class Segment(models.Model):
     # When the members were last compared with the conditions: a segment compared since its
     # last change, earlier the same UTC day, can be refreshed for the subjects that changed only.
     members_refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Why the last refresh could not evaluate the conditions (a day count beyond any date, a
+    # number the database cannot compare: stored past the checks, or by an older release), blank
+    # when it could; since when, null when fine. A broken segment keeps the members of its last
+    # good refresh and is skipped; the next refresh that evaluates it clears both.
+    broken_reason = models.TextField(blank=True, default="", db_default="", editable=False)
+    broken_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     def __str__(self) -> str:
         return self.name

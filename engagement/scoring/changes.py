@@ -21,6 +21,7 @@ from django.utils import timezone
 from engagement.features import workspace_features
 from engagement.models import EventWeight, ScoringState, Workspace
 from engagement.scoring.run import ScoringRun, db_datetime
+from engagement.stored_json import read_account_filter
 
 
 def workspace_config_digest(*, workspace: Workspace) -> str:
@@ -31,7 +32,7 @@ def workspace_config_digest(*, workspace: Workspace) -> str:
     config = {
         "lookback_days": workspace.lookback_days,
         "daily_event_cap": workspace.daily_event_cap,
-        "account_filter": workspace.account_filter or {},
+        "account_filter": read_account_filter(workspace),
         "weights": weights,
     }
     features = workspace_features(workspace_id=workspace.id)

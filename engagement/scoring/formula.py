@@ -42,7 +42,9 @@ class ScoringWindow:
 
 
 def scoring_window(*, lookback_days: int, today: date) -> ScoringWindow:
-    """The window is the `lookback_days` most recent UTC days, today included."""
+    """The window is the `lookback_days` most recent UTC days, today included (at least one: a
+    lookback of 0, stored past the checks, would leave every score at 0)."""
+    lookback_days = max(lookback_days, 1)
     start = today - timedelta(days=lookback_days - 1)
     previous_end = start - timedelta(days=1)
     return ScoringWindow(

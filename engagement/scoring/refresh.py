@@ -51,6 +51,7 @@ from engagement.scoring.ranks import (
 from engagement.scoring.run import ScoringRun
 from engagement.scoring.writing import delete_out_of_scope, write_accounts, write_users
 from engagement.segments import segments_refresh
+from engagement.stored_json import with_json_as_text
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,9 @@ def workspace_refresh(
     with workspace_state_held(ScoringState, workspace_id) as state:
         if state is None:
             return RefreshResult(workspace_id=workspace_id, mode="busy")
-        workspace = Workspace.objects.get(id=workspace_id)
+        # The account filter as text, read by read_account_filter: no stored value (nested
+        # beyond json.loads, a number beyond Python's digits) can stop the refresh.
+        workspace = with_json_as_text(Workspace.objects, "account_filter").get(id=workspace_id)
         digest = workspace_config_digest(workspace=workspace)
         today = now.astimezone(UTC).date()
         since = changes_since(state)

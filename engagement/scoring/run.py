@@ -17,10 +17,12 @@ from django.conf import settings
 from django.db import connection
 
 from engagement.backends import database_backend
-from engagement.features import workspace_features
+from engagement.features import EVENT_MAX, workspace_features
 from engagement.hierarchy import lineage_around_query, lineage_query, product_has_hierarchy
+from engagement.input_rules import text_fault
 from engagement.models import Account, ScoringState, Workspace
 from engagement.scoring.formula import scoring_window
+from engagement.stored_json import read_account_filter
 from engagement.traits import accounts_admitted
 
 
@@ -112,6 +114,14 @@ class StatementRunner:
         self.cursor.close()
 
 
+def _event_names(events: object) -> list[str]:
+    """A feature's event names as scoring reads them: the names of its list that could be stored
+    (engagement.features checks them as written; whatever was stored past that is skipped)."""
+    if not isinstance(events, list):
+        return []
+    return [name for name in events if text_fault(name, max_length=EVENT_MAX) is None]
+
+
 class WorkspaceRun(StatementRunner):
     """A job over one workspace's rollups: the score refresh (ScoringRun) and the history build
     (engagement.history_build.HistoryBuilder). The workspace's rules that both apply are loaded
@@ -130,8 +140,11 @@ class WorkspaceRun(StatementRunner):
         # The job's transaction is its caller's outermost: every row it reads but its own
         # writes is committed, so another connection reads the same (scoring.alongside).
         self.own_transaction = own_transaction
-        self.cap = workspace.daily_event_cap
-        self.filtered = bool(workspace.account_filter)
+        # A cap below 1 (0, stored past the checks) would zero every score: 1, the least cap.
+        cap = workspace.daily_event_cap
+        self.cap = None if cap is None else max(cap, 1)
+        # As reads apply it: a filter that is not an object filters nothing.
+        self.filtered = bool(read_account_filter(workspace))
         # Adoption's denominator: the number of features, else of weighted names (load_weights).
         self.adoption_total = 0
         self.has_features = False
@@ -156,7 +169,11 @@ class WorkspaceRun(StatementRunner):
         if features:
             # Adoption is the share of features used; an event's feature by number, looked up
             # like the weights (table eds_t_feature on SQLite, %(features)s on PostgreSQL).
-            feature_of = {e: n for n, events in enumerate(features.values()) for e in events}
+            feature_of = {
+                event: number
+                for number, events in enumerate(features.values())
+                for event in _event_names(events)
+            }
             self.temp("eds_t_feature", "event_name VARCHAR(255) PRIMARY KEY, feature INTEGER")
             self.cursor.executemany(
                 "INSERT INTO eds_t_feature (event_name, feature) VALUES (%s, %s)",
@@ -221,7 +238,7 @@ class WorkspaceRun(StatementRunner):
         self.temp("eds_t_match_account", "account_id BIGINT PRIMARY KEY")
         queryset = accounts_admitted(
             Account.objects.filter(product_id=self.workspace.product_id),
-            self.workspace.account_filter,
+            read_account_filter(self.workspace),
         )
         sql, params = queryset.values("id").query.sql_with_params()
         self.cursor.execute(f"INSERT INTO eds_t_match_account (account_id) {sql}", params)

@@ -4,11 +4,12 @@ from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
 from django.utils import timezone
 
 from automations.models import Automation, AutomationFiring, AutomationSubjectState, Delivery
 from automations.services import automation_create
-from engagement.models import Account, Segment, Workspace
+from engagement.models import Account, AccountScore, Segment, Workspace
 from engagement.scoring import workspace_refresh
 from tests.engagement.helpers import apply, group, track
 
@@ -280,3 +281,54 @@ def test_bad_settings_are_refused_with_every_reason(scored_acme, receiver):
     assert set(refused.value.message_dict) == {"threshold", "url", "conditions"}
     assert Automation.objects.count() == 0
     assert Account.objects.filter(tracking_id="initech").exists()
+
+
+# Nested 3,000 levels (SQLite's JSON stores at most 1,000): no JSON encoder of Python writes it,
+# so it is stored as text by SQL.
+_NESTED = "nested"
+
+
+def _nested_conditions() -> str:
+    depth = 999 if connection.vendor == "sqlite" else 3000
+    return "[" + '{"n": ' * depth + '"x"' + "}" * depth + "]"
+
+
+@pytest.mark.parametrize(
+    "conditions",
+    [
+        [{"field": "metric:engagement_score", "operator": "greater_than", "value": 10**30}],
+        [{"field": "metric:last_seen", "operator": "within_last_days", "value": 10**12}],
+        [{"field": "metric:last_seen", "operator": "within_last_days", "value": 1_000_000}],
+        [{"field": "event:Report", "operator": "count_at_least", "value": 10**30}],
+        _NESTED,
+    ],
+    ids=["score-1e30", "days-1e12", "days-1e6", "count-1e30", "nested-3000"],
+)
+def test_conditions_stored_past_the_checks_switch_the_automation_off_not_scoring(
+    scored_acme, receiver, conditions
+):
+    """No configuration can stop scoring: an automation whose stored conditions cannot be
+    evaluated is switched off with its reason; the refresh commits and the others fire."""
+    broken = automation_create(
+        workspace=scored_acme.workspace, trigger="score_changed", threshold=10, url=receiver.url
+    )
+    working = automation_create(
+        workspace=scored_acme.workspace, trigger="score_changed", threshold=10, url=receiver.url
+    )
+    if conditions == _NESTED:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE automations_automation SET conditions = %s WHERE id = %s",
+                [_nested_conditions(), broken.id],
+            )
+    else:
+        Automation.objects.filter(id=broken.id).update(conditions=conditions)  # past the checks
+    _globodyne_arrives_busy(scored_acme)
+
+    _refresh(scored_acme)
+
+    enabled, reason = Automation.objects.values_list("enabled", "disabled_reason").get(id=broken.id)
+    assert not enabled
+    assert reason.startswith("Its conditions cannot be evaluated")
+    assert _fired(working) == ["globodyne"]
+    assert AccountScore.objects.get(account__tracking_id="globodyne").engagement_score > 0

@@ -10,7 +10,7 @@ from django.test import Client
 
 from engagement.models import AccountScore, Segment
 from engagement.scoring import workspace_refresh
-from engagement.segments import segment_refresh
+from engagement.segments import segment_refresh, segments_refresh
 from tests.dashboard.conftest import PASSWORD, signed_in
 from tests.engagement.helpers import apply, group, track
 
@@ -366,3 +366,23 @@ def test_a_search_counts_every_match_on_every_page(acme, vera, scored, monkeypat
     ]
     assert [p.total for p in pages] == [3, 3, 3]
     assert [len(p.rows) for p in pages] == [2, 1, 0]
+
+
+def test_a_broken_segment_shows_why_on_its_page_and_in_the_list(acme, vera, scored):
+    """Conditions stored past the checks that cannot be evaluated: the refresh keeps the
+    segment's members and marks it broken; its page and the list say so, with the reason."""
+    Segment.objects.filter(id=scored.enterprise.id).update(
+        conditions=[{"field": "event:Login", "operator": "count_at_least", "value": 10**30}]
+    )
+    segments_refresh(workspace_id=acme.workspace.id)
+    reason = Segment.objects.get(id=scored.enterprise.id).broken_reason
+    assert reason.startswith("conditions[0]")
+    client = signed_in(vera)
+
+    page = client.get(url(acme.workspace, f"segments/{scored.enterprise.id}/"))
+    assert page.status_code == 200
+    assert f"<strong>Broken:</strong> {reason}" in page.content.decode()
+    assert [m.account_id for m in page.context["members"].items] == [scored.initech.id]
+    listing = client.get(url(acme.workspace, "segments/")).content.decode()
+    assert f"Broken: {reason}" in listing
+    assert listing.count("Broken:") == 1

@@ -40,7 +40,7 @@ def test_a_member_another_refresh_added_first_is_skipped_and_the_rest_join():
         workspace=initech.workspace,
         name="everyone",
         target=Segment.Target.ACCOUNTS,
-        conditions=[{"field": "metric:engagement_score", "operator": "greater_than", "value": -1}],
+        conditions=[{"field": "metric:engagement_score", "operator": "is_set"}],
     )
     first = initech.product.accounts.get(tracking_id="acct-0")
     commit = threading.Event()

@@ -4,7 +4,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from engagement.models import Workspace
+from engagement.models import Segment, Workspace
+from engagement.segments import segments_refresh
 from tests.readapi.conftest import add_account, add_segment, add_user, join
 
 
@@ -107,3 +108,25 @@ def test_members_page(read, acme, django_assert_max_num_queries):
     assert [m["tracking_id"] for m in body["data"]] == [f"acct_{n}" for n in range(20, 25)]
     assert body["_links"]["next"] is None
     assert "offset=10" in body["_links"]["prev"]
+
+
+def test_a_broken_segment_says_so_and_why(read, acme):
+    """Conditions stored past the checks that cannot be evaluated: the refresh marks the segment
+    broken, and the API shows it, with the reason; fine segments say broken false, reason null."""
+    fine = add_segment(acme.workspace, "Engaged")
+    broken = add_segment(acme.workspace, "Probe")
+    Segment.objects.filter(id=broken.id).update(
+        conditions=[{"field": "metric:last_seen", "operator": "within_last_days", "value": 10**6}]
+    )
+    segments_refresh(workspace_id=acme.workspace.id)
+
+    body = read(acme, f"/v2/segments/{broken.id}").json()
+    assert body["broken"] is True
+    assert body["broken_reason"].startswith("conditions[0]")
+    listed = read(acme, "/v2/segments", workspace_id=acme.workspace.id).json()["data"]
+    by_id = {s["id"]: s for s in listed}
+    assert (by_id[broken.id]["broken"], by_id[broken.id]["broken_reason"]) == (
+        True,
+        body["broken_reason"],
+    )
+    assert (by_id[fine.id]["broken"], by_id[fine.id]["broken_reason"]) == (False, None)
