@@ -1,50 +1,91 @@
-"""The dashboard's automation form: what a manager types, checked by the service's rules."""
+"""The automation forms: what a manager types, parsed here and checked by the service's one
+rule (automations.services.automation_faults), every fault at once."""
 
-import json
+from __future__ import annotations
 
 from django import forms
 
+from automations import services
 from automations.models import Automation
-from engagement.models import Segment
+from engagement.document_field import DocumentField
+from engagement.models import Segment, Workspace
+
+# The service's fields a form shows under another name.
+SHOWN_AS = {"cooldown_seconds": "cooldown_hours"}
+
+
+class ConditionsField(DocumentField):
+    """A list of conditions typed as JSON, read as every typed document is (deep nesting, NaN
+    and numbers beyond a double are faults, never a crash); empty is none."""
+
+    widget = forms.Textarea(attrs={"rows": 2})
+
+    def to_python(self, value: object) -> object:
+        converted = super().to_python(value)
+        return [] if converted is None else converted
+
+    def prepare_value(self, value: object) -> str:
+        return "" if value in (None, "", []) else super().prepare_value(value)
+
+
+def faults_shown(
+    form: forms.BaseForm, faults: dict[str, list[str]], shown_as: dict[str, str]
+) -> None:
+    """Add the service's faults to the form, each under the field that shows it (a field that
+    could not be read has its own fault already); the rest go above the form."""
+    for field, messages in faults.items():
+        name = shown_as.get(field, field)
+        if name in form.fields:
+            if name not in form.errors:
+                form.add_error(name, messages)
+        else:
+            form.add_error(None, [f"{field}: {message}" for message in messages])
 
 
 class AutomationForm(forms.Form):
-    name = forms.CharField(max_length=200, required=False)
+    name = forms.CharField(required=False)
     trigger = forms.ChoiceField(choices=Automation.Trigger.choices)
     target = forms.ChoiceField(choices=Automation.Target.choices)
     threshold = forms.IntegerField(
         required=False,
-        min_value=0,
-        max_value=100,
-        help_text="Score changed: points up or down. Band entered: 75, 50, 25 or 0 (empty: any).",
+        help_text="Score changed: points up or down, 1 to 100. Band entered: 75, 50, 25 or 0 "
+        "(empty: any).",
     )
     segment = forms.ModelChoiceField(queryset=Segment.objects.none(), required=False)
-    days = forms.IntegerField(required=False, min_value=1, max_value=3650, help_text="Inactive.")
-    conditions = forms.CharField(
+    days = forms.IntegerField(required=False, help_text="Inactive: 1 to 3,650.")
+    conditions = ConditionsField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 2}),
-        help_text='JSON, as segments: [{"field": "trait:mrr", "operator": "greater_than", '
-        '"value": 100000}]',
+        help_text='JSON, as segments, at most 50: [{"field": "trait:mrr", "operator": '
+        '"greater_than", "value": 100000}]',
     )
     match = forms.ChoiceField(choices=Automation.Match.choices)
     destination = forms.ChoiceField(choices=Automation.Destination.choices)
     url = forms.CharField(
         label="URL",
-        max_length=2000,
         widget=forms.PasswordInput(render_value=False),
         help_text="The receiver, or a Slack incoming-webhook URL; stored encrypted.",
     )
-    cooldown_hours = forms.FloatField(initial=24, min_value=0, max_value=24 * 365)
+    cooldown_hours = forms.FloatField(
+        initial=24, help_text=f"0 to {services.COOLDOWN_MAX_DAYS * 24:,} (a year)."
+    )
 
-    def __init__(self, *args, workspace_id: int, editing: bool = False, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        workspace: Workspace,
+        automation: Automation | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["segment"].queryset = Segment.objects.filter(workspace_id=workspace_id)
-        if editing:  # the stored URL is never shown back: empty keeps it
+        self.workspace = workspace
+        self.automation = automation
+        self.fields["segment"].queryset = Segment.objects.filter(workspace=workspace)
+        if automation is not None:  # the stored URL is never shown back: empty keeps it
             self.fields["url"].required = False
             self.fields["url"].help_text = "Stored encrypted; leave empty to keep the current one."
 
     @classmethod
-    def editing(cls, automation: Automation, data=None) -> "AutomationForm":
+    def editing(cls, automation: Automation, data=None) -> AutomationForm:
         initial = {
             "name": automation.name,
             "trigger": automation.trigger,
@@ -52,21 +93,40 @@ class AutomationForm(forms.Form):
             "threshold": automation.threshold,
             "segment": automation.segment_id,
             "days": automation.days,
-            "conditions": json.dumps(automation.conditions) if automation.conditions else "",
+            "conditions": automation.conditions,
             "match": automation.match,
             "destination": automation.destination,
             "cooldown_hours": automation.cooldown_seconds / 3600,
         }
-        return cls(data, workspace_id=automation.workspace_id, editing=True, initial=initial)
+        return cls(data, workspace=automation.workspace, automation=automation, initial=initial)
 
-    def clean_conditions(self) -> list:
-        text = self.cleaned_data.get("conditions") or ""
-        if not text.strip():
-            return []
-        try:
-            return json.loads(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"Not JSON: {exc}") from None
+    def settings(self) -> dict[str, object]:
+        """The service's settings from what the form read (a field it could not read is left
+        out; an edit's empty URL keeps the stored one)."""
+        values = {
+            name: value
+            for name, value in self.cleaned_data.items()
+            if name in self.fields and name != "cooldown_hours"
+        }
+        if "cooldown_hours" in self.cleaned_data:
+            values["cooldown_seconds"] = services.cooldown_seconds_of(
+                self.cleaned_data["cooldown_hours"]
+            )
+        if self.automation is not None and not values.get("url"):
+            values.pop("url", None)
+        return values
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        values = self.settings()
+        if self.automation is None:
+            values.setdefault("trigger", "")
+            values.setdefault("url", "")
+            candidate = services.automation_new(workspace=self.workspace, **values)
+        else:
+            candidate = services.automation_changed(self.automation, **values)
+        faults_shown(self, services.automation_faults(candidate), SHOWN_AS)
+        return cleaned
 
 
 class ReplaySinceForm(forms.Form):

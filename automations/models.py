@@ -115,6 +115,9 @@ class Delivery(models.Model):
         RETRYING = "retrying", "Retrying"
         DELIVERED = "delivered", "Delivered"
         FAILED = "failed", "Failed"
+        # Pending or retrying when its automation was switched off: never attempted again
+        # (automations.services.automation_switch_off).
+        CANCELLED = "cancelled", "Cancelled"
 
     id = models.CharField(primary_key=True, max_length=40)
     automation = models.ForeignKey(Automation, on_delete=models.CASCADE, related_name="deliveries")
@@ -144,7 +147,7 @@ class Delivery(models.Model):
 
     @property
     def shown_status(self) -> str:
-        """delivered, retrying (pending included) or failed."""
+        """delivered, retrying (pending included), failed or cancelled."""
         return "retrying" if self.status == self.Status.PENDING else self.status
 
 

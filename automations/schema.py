@@ -59,7 +59,9 @@ _EVENT = {
 _HEADERS = (
     "Signed as Standard Webhooks: `webhook-id` (the delivery's id, the same on every attempt), "
     "`webhook-timestamp`, `webhook-signature` (`v1,<base64 HMAC-SHA256>`; two, space-separated, "
-    "during a secret rotation). Answer 2xx within 15 s; 429 and 5xx are retried."
+    "during a secret rotation). Answer 2xx within 15 s; 429 and 5xx are retried, until the "
+    "automation is switched off: its pending retries are then cancelled, and nothing more is "
+    "sent."
 )
 _EVENTS = {
     "score_changed": ("score changed by the threshold or more, up or down", {"threshold": 10}),

@@ -14,7 +14,7 @@ from automations.models import Automation, Delivery, DeliveryAttempt, TraitSync,
 class DeliveryShown:
     id: str  # the webhook-id
     event_type: str
-    status: str  # delivered, retrying (pending included) or failed
+    status: str  # delivered, retrying (pending included), failed or cancelled
     attempts: int  # every attempt on record, replays included
     created_at: datetime
     next_attempt_at: datetime | None
@@ -60,6 +60,7 @@ class AutomationShown:
     delivered: int
     retrying: int
     failed: int
+    cancelled: int  # pending or retrying when the automation was switched off
 
 
 def automation_list(*, workspace_id: int) -> list[AutomationShown]:
@@ -70,10 +71,13 @@ def automation_list(*, workspace_id: int) -> list[AutomationShown]:
             delivered=Count("deliveries", filter=Q(deliveries__status="delivered")),
             retrying=Count("deliveries", filter=Q(deliveries__status__in=["pending", "retrying"])),
             failed=Count("deliveries", filter=Q(deliveries__status="failed")),
+            cancelled=Count("deliveries", filter=Q(deliveries__status="cancelled")),
         )
         .order_by("id")
     )
-    return [AutomationShown(row, row.delivered, row.retrying, row.failed) for row in rows]
+    return [
+        AutomationShown(row, row.delivered, row.retrying, row.failed, row.cancelled) for row in rows
+    ]
 
 
 @dataclass(frozen=True, slots=True)

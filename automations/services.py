@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import uuid
 from datetime import datetime, timedelta
 
@@ -13,58 +15,139 @@ from automations import payloads, triggers
 from automations.client import UnsafeTarget, target_check
 from automations.models import Automation, AutomationFiring, Delivery
 from automations.signing import secret_generate
+from engagement.input_rules import days_fault, is_whole, text_fault, whole_fault
 from engagement.models import Segment, Workspace
 from engagement.refresh_hooks import ScoresRefreshed
 from engagement.segment_conditions import segment_conditions_validate
+from engagement.segments import CONDITIONS_UNEVALUABLE, unevaluable_described
 
 ROTATION_OVERLAP = timedelta(hours=24)
 _NEW = {Automation.Trigger.NEW_ACCOUNT, Automation.Trigger.NEW_USER}
+_SEGMENT_TRIGGERS = (Automation.Trigger.SEGMENT_ENTERED, Automation.Trigger.SEGMENT_LEFT)
+# The bounds of an automation's settings (docs/automations.md, "Settings and their bounds").
+NAME_MAX_LENGTH = 200  # Automation.name's column
+URL_MAX_LENGTH = 2000
+THRESHOLD_MAX_POINTS = 100  # a score lies in 0..100, so no change is larger
+COOLDOWN_MAX_DAYS = 365
+COOLDOWN_MAX_SECONDS = COOLDOWN_MAX_DAYS * 24 * 3600
+DEFAULT_COOLDOWN_SECONDS = 24 * 3600
+_PENDING = (Delivery.Status.PENDING, Delivery.Status.RETRYING)
+logger = logging.getLogger(__name__)
+
+
+def cooldown_seconds_of(hours: float) -> int | float:
+    """A cool-down typed in hours, in seconds; a value that is not a finite number is passed on
+    as it is, for automation_faults to refuse with the rest."""
+    seconds = hours * 3600
+    if isinstance(seconds, float) and math.isfinite(seconds):
+        return round(seconds)
+    return seconds
+
+
+def _choice_fault(value: object, choices: list[str]) -> str | None:
+    return None if value in choices else f"one of {', '.join(choices)}"
+
+
+def _threshold_fault(trigger: str, threshold: object) -> str | None:
+    if trigger == Automation.Trigger.SCORE_CHANGED:
+        if whole_fault(threshold, least=1, most=THRESHOLD_MAX_POINTS) is None:
+            return None
+        return (
+            "score_changed needs a threshold, points of change up or down: "
+            f"a whole number from 1 to {THRESHOLD_MAX_POINTS}"
+        )
+    if trigger == Automation.Trigger.BAND_ENTERED:
+        if threshold is None or (is_whole(threshold) and threshold in payloads.BANDS):
+            return None
+        return "band_entered takes a band's floor: 75, 50, 25 or 0 (none: any)"
+    if threshold is None:
+        return None
+    return whole_fault(threshold, least=0, most=THRESHOLD_MAX_POINTS)
+
+
+def _days_fault(trigger: str, days: object) -> str | None:
+    if trigger == Automation.Trigger.INACTIVE:
+        fault = days_fault(days, least=1)
+        return None if fault is None else f"inactive needs days without an event: {fault}"
+    return None if days is None else days_fault(days, least=1)
+
+
+def _segment_fault(automation: Automation) -> str | None:
+    if automation.trigger not in _SEGMENT_TRIGGERS:
+        return None
+    if automation.segment_id is None:
+        return f"{automation.trigger} needs a segment of the workspace"
+    if automation.segment.workspace_id != automation.workspace_id:
+        return "the segment belongs to another workspace"
+    if automation.segment.target != automation.target:
+        return f"the segment holds {automation.segment.target}, not the target"
+    return None
+
+
+def _conditions_faults(target: str, conditions: object) -> list[str]:
+    """The segment condition language's own rules (at most MAX_CONDITIONS, each usable)."""
+    try:
+        segment_conditions_validate(target=target, conditions=conditions)
+    except ValidationError as exc:
+        return exc.messages
+    return []
+
+
+def _url_fault(url: object) -> str | None:
+    fault = text_fault(url, max_length=URL_MAX_LENGTH, what="a URL")
+    if fault:
+        return fault
+    try:
+        target_check(url)  # type: ignore[arg-type]
+    except UnsafeTarget as exc:
+        return exc.message
+    return None
+
+
+def _cooldown_fault(seconds: object) -> str | None:
+    if whole_fault(seconds, most=COOLDOWN_MAX_SECONDS) is None:
+        return None
+    return f"a cool-down from 0 to {COOLDOWN_MAX_DAYS} days ({COOLDOWN_MAX_SECONDS:,} seconds)"
+
+
+def automation_faults(automation: Automation) -> dict[str, list[str]]:
+    """Every fault of an automation's settings, by field; empty when it may be saved. The one
+    check of every surface (dashboard, admin, commands): automation_create and
+    automation_update call it, and a form calls it on what it parsed to list every fault at
+    once."""
+    trigger = automation.trigger
+    faults: dict[str, str | list[str] | None] = {
+        "name": text_fault(automation.name, max_length=NAME_MAX_LENGTH, what="a name"),
+        "trigger": _choice_fault(trigger, Automation.Trigger.values),
+        "target": _choice_fault(automation.target, Automation.Target.values),
+        "threshold": _threshold_fault(trigger, automation.threshold),
+        "days": _days_fault(trigger, automation.days),
+        "segment": _segment_fault(automation),
+        "match": _choice_fault(automation.match, Automation.Match.values),
+        "destination": _choice_fault(automation.destination, Automation.Destination.values),
+        "conditions": _conditions_faults(automation.target, automation.conditions),
+        "url": _url_fault(automation.url),
+        "cooldown_seconds": _cooldown_fault(automation.cooldown_seconds),
+    }
+    if trigger == Automation.Trigger.NEW_ACCOUNT and automation.target != "accounts":
+        faults["target"] = "new_account targets accounts"
+    if trigger == Automation.Trigger.NEW_USER and automation.target != "users":
+        faults["target"] = "new_user targets users"
+    return {
+        field: [fault] if isinstance(fault, str) else fault
+        for field, fault in faults.items()
+        if fault
+    }
 
 
 def automation_validate(automation: Automation) -> None:
-    """Every fault of the automation's settings at once, as a ValidationError."""
-    errors: dict[str, str] = {}
-    trigger = automation.trigger
-    if trigger not in Automation.Trigger.values:
-        errors["trigger"] = f"one of {', '.join(Automation.Trigger.values)}"
-    if trigger == Automation.Trigger.SCORE_CHANGED and not automation.threshold:
-        errors["threshold"] = "score_changed needs a threshold: points of change, up or down"
-    if trigger == Automation.Trigger.BAND_ENTERED and automation.threshold not in (
-        None,
-        *payloads.BANDS,
-    ):
-        errors["threshold"] = "band_entered takes a band's floor: 75, 50, 25 or 0 (none: any)"
-    if trigger == Automation.Trigger.INACTIVE and not automation.days:
-        errors["days"] = "inactive needs days: how many days without an event"
-    if trigger in (Automation.Trigger.SEGMENT_ENTERED, Automation.Trigger.SEGMENT_LEFT):
-        if automation.segment_id is None:
-            errors["segment"] = f"{trigger} needs a segment of the workspace"
-        elif automation.segment.workspace_id != automation.workspace_id:
-            errors["segment"] = "the segment belongs to another workspace"
-        elif automation.segment.target != automation.target:
-            errors["segment"] = f"the segment holds {automation.segment.target}, not the target"
-    if trigger == Automation.Trigger.NEW_ACCOUNT and automation.target != "accounts":
-        errors["target"] = "new_account targets accounts"
-    if trigger == Automation.Trigger.NEW_USER and automation.target != "users":
-        errors["target"] = "new_user targets users"
-    if automation.match not in Automation.Match.values:
-        errors["match"] = "all or any"
-    if automation.destination not in Automation.Destination.values:
-        errors["destination"] = "webhook or slack"
-    try:
-        segment_conditions_validate(target=automation.target, conditions=automation.conditions)
-    except ValidationError as exc:
-        errors["conditions"] = "; ".join(exc.messages)
-    try:
-        target_check(automation.url)
-    except UnsafeTarget as exc:
-        errors["url"] = exc.message
-    if errors:
-        raise ValidationError(errors)
+    """Every fault of the automation's settings at once, as a ValidationError by field."""
+    faults = automation_faults(automation)
+    if faults:
+        raise ValidationError(faults)
 
 
-@transaction.atomic
-def automation_create(
+def automation_new(
     *,
     workspace: Workspace,
     trigger: str,
@@ -77,13 +160,13 @@ def automation_create(
     days: int | None = None,
     conditions: list | None = None,
     match: str = Automation.Match.ALL,
-    cooldown_seconds: int = 24 * 3600,
+    cooldown_seconds: int = DEFAULT_COOLDOWN_SECONDS,
 ) -> Automation:
-    """A new automation; a webhook's secret is generated (shown once by the caller). Subjects
-    already in its condition are recorded, so they do not fire."""
+    """An unsaved automation with these settings and their defaults: what automation_create
+    checks and saves, and what a form checks before calling it."""
     if trigger == Automation.Trigger.NEW_USER:
         target = Automation.Target.USERS
-    automation = Automation(
+    return Automation(
         workspace=workspace,
         name=name or f"{trigger} ({target})",
         trigger=trigger,
@@ -92,30 +175,107 @@ def automation_create(
         threshold=threshold,
         segment=segment,
         days=days,
-        conditions=conditions or [],
+        conditions=[] if conditions is None else conditions,
         match=match,
         url=url,
         cooldown_seconds=cooldown_seconds,
     )
+
+
+def automation_changed(automation: Automation, **changes: object) -> Automation:
+    """An unsaved copy of the automation with these changes, the automation itself untouched:
+    what automation_update checks, and what an edit form checks before calling it."""
+    fields = Automation._meta.concrete_fields
+    copy = Automation(**{field.attname: getattr(automation, field.attname) for field in fields})
+    for field, value in changes.items():
+        setattr(copy, field, value)
+    return copy
+
+
+@transaction.atomic
+def automation_create(**settings: object) -> Automation:
+    """A new automation (automation_new's settings), checked; a webhook's secret is generated
+    (shown once by the caller). Subjects already in its condition are recorded, so they do not
+    fire."""
+    automation = automation_new(**settings)  # type: ignore[arg-type]
     automation_validate(automation)
-    if destination == Automation.Destination.WEBHOOK:
+    if automation.destination == Automation.Destination.WEBHOOK:
         automation.secret = secret_generate()
     automation.save()
     triggers.automation_seed(automation, timezone.now())
     return automation
 
 
+def _locked(automation: Automation) -> Automation:
+    """The automation's row, locked for the caller's transaction: the lock a delivery's lease
+    takes too (automations.delivery._lease), so a switch-off and a lease never overlap. FOR NO
+    KEY UPDATE, so the refresh's inserts of deliveries and states (which share-lock the key)
+    never wait on it. Its conditions are not read: a switch-off works whatever they hold."""
+    return (
+        Automation.objects.select_for_update(no_key=True)
+        .only("id", "enabled", "disabled_reason", "updated_at")
+        .get(id=automation.id)
+    )
+
+
+def _deliveries_cancel(automation_id: int, now: datetime) -> int:
+    return Delivery.objects.filter(automation_id=automation_id, status__in=_PENDING).update(
+        status=Delivery.Status.CANCELLED, finished_at=now
+    )
+
+
 @transaction.atomic
-def automation_update(*, automation: Automation, **changes: object) -> Automation:
-    """Change an automation's settings; a changed condition is recorded afresh (no storm)."""
+def automation_update(
+    *, automation: Automation, switched_off_because: str = "", **changes: object
+) -> Automation:
+    """Change an automation's settings, checked first (nothing is written when one is at fault);
+    a changed condition is recorded afresh (no storm). Switching it off here is
+    automation_switch_off, with `switched_off_because` as the reason. Switching it back on
+    clears the reason and sends nothing it cancelled."""
+    was_enabled = _locked(automation).enabled
+    automation_validate(automation_changed(automation, **changes))
     for field, value in changes.items():
         setattr(automation, field, value)
-    automation_validate(automation)
+    now = timezone.now()
+    if was_enabled and not automation.enabled:
+        automation_switch_off(automation=automation, reason=switched_off_because, now=now)
+    elif not was_enabled:
+        # Deliveries a refresh made while it was off (it read the automation just before the
+        # switch-off committed) are never sent, whether it stays off or is switched on.
+        _deliveries_cancel(automation.id, now)
     if automation.enabled:
         automation.disabled_reason = ""
     automation.save()
-    triggers.automation_seed(automation, timezone.now())
+    triggers.automation_seed(automation, now)
     return automation
+
+
+def automation_switch_off(
+    *, automation: Automation, reason: str, now: datetime | None = None
+) -> int:
+    """Switch the automation off, saying why, and cancel its pending and retrying deliveries
+    (status cancelled, finished now), in one transaction; returns how many it cancelled. One
+    already off keeps the reason it has. No attempt starts once this commits: a lease takes the
+    same row lock and looks at `enabled` under it (automations.delivery._lease). An attempt
+    already in flight is recorded, and its delivery stays cancelled unless that attempt
+    delivered it."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = _locked(automation)
+        if locked.enabled:
+            locked.enabled = False
+            locked.disabled_reason = reason
+            locked.save(update_fields=["enabled", "disabled_reason", "updated_at"])
+        automation.enabled = False
+        automation.disabled_reason = locked.disabled_reason
+        return _deliveries_cancel(automation.id, now)
+
+
+def switched_off_reason(*, where: str, who: str = "", now: datetime | None = None) -> str:
+    """The reason shown for a switch-off by a person: when, where and by whom."""
+    now = now or timezone.now()
+    by = f" by {who}" if who else ""
+    return f"Switched off {now:%Y-%m-%d %H:%M} UTC {where}{by}."
 
 
 def automation_secret_rotate(*, automation: Automation, now: datetime | None = None) -> str:
@@ -216,13 +376,30 @@ def refresh_evaluate(refreshed: ScoresRefreshed) -> int:
     """The refresh hook: every enabled automation of the workspace, over what the refresh
     recomputed; returns the deliveries made. A baseline refresh (the first scoring, a settings
     change) records who is in each condition and fires nothing."""
-    automations = Automation.objects.filter(
-        workspace_id=refreshed.workspace_id, enabled=True
-    ).select_related("workspace", "segment")
+    # Conditions are loaded one automation at a time, inside its own try: one stored past the
+    # checks (nested too deep to decode, a value no query can hold) switches that automation
+    # off with the reason, and the refresh and every other automation carry on.
+    automations = (
+        Automation.objects.filter(workspace_id=refreshed.workspace_id, enabled=True)
+        .select_related("workspace", "segment")
+        .defer("conditions")
+    )
     entered: list[tuple[Automation, list[int]]] = []
     known: list[tuple[Automation, int]] = []
     for automation in automations.order_by("id"):
-        subject_ids = triggers.entered(automation, refreshed)
+        try:
+            with transaction.atomic():  # a savepoint: a refused statement spoils nothing else
+                subject_ids = triggers.entered(automation, refreshed)
+        except (ValidationError, *CONDITIONS_UNEVALUABLE) as error:
+            why = (
+                "; ".join(error.messages)
+                if isinstance(error, ValidationError)
+                else unevaluable_described(error)
+            )
+            reason = f"Its conditions cannot be evaluated: {why}"
+            logger.warning("automation %s switched off: %s", automation.id, reason)
+            automation_switch_off(automation=automation, reason=reason[:2000], now=refreshed.now)
+            continue
         if not refreshed.baseline:
             entered.append((automation, subject_ids))
         elif automation.trigger in _NEW:

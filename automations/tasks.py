@@ -26,8 +26,10 @@ def deliveries_due() -> int:
 
 @shared_task(acks_late=True, ignore_result=True)
 def trait_sync_run(sync_id: int) -> str:
-    """One score sync run; a failed one is retried by the next due check."""
-    return trait_sync.trait_sync_run(sync_id=sync_id).status
+    """One score sync run; a failed one is retried by the next due check. A sync switched off
+    since this was queued does not run."""
+    run = trait_sync.trait_sync_run(sync_id=sync_id)
+    return run.status if run is not None else "off"
 
 
 @shared_task(ignore_result=True, expires=60)

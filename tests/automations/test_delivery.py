@@ -1,11 +1,16 @@
 """Deliveries reach a real local receiver, signed, retried on the schedule, and on record."""
 
+import socket
+import threading
+import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
+from automations import delivery as delivery_module
 from automations.delivery import (
     automation_disable_if_failing,
     deliveries_due,
@@ -14,7 +19,14 @@ from automations.delivery import (
     delivery_replay,
 )
 from automations.models import Automation, Delivery, DeliveryAttempt
-from automations.services import automation_create, automation_secret_rotate, automation_test_send
+from automations.services import (
+    automation_create,
+    automation_secret_rotate,
+    automation_switch_off,
+    automation_test_send,
+    automation_update,
+    delivery_id_new,
+)
 
 pytestmark = pytest.mark.both_databases
 
@@ -113,6 +125,8 @@ def test_an_endpoint_failing_every_attempt_for_five_days_is_disabled(hook, recei
     hook.refresh_from_db()
     assert not hook.enabled
     assert "failed (last: answered 500)" in hook.disabled_reason
+    delivery.refresh_from_db()
+    assert delivery.status == "cancelled"  # its retries stop with it
 
 
 def test_a_lease_keeps_a_second_worker_off_an_attempt_in_flight(hook, receiver):
@@ -142,3 +156,159 @@ def test_slack_gets_a_message_with_the_flame_and_a_dashboard_link(acme, receiver
     message = received.json()
     assert "webhook-signature" not in received.headers
     assert message["text"] and message["blocks"]
+
+
+def _closed_port() -> int:
+    """A local port nothing listens on: a connection to it is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_switched_off_automation_sends_none_of_its_pending_retries(hook, receiver):
+    receiver.statuses = [500]
+    delivery = automation_test_send(automation=hook)
+    now = timezone.now()
+    assert _attempt_now(delivery, now) == 5  # retrying, next in 5 s
+
+    assert automation_switch_off(automation=hook, reason="Switched off by a test.") == 1
+
+    delivery.refresh_from_db()
+    assert delivery.status == "cancelled" and delivery.finished_at is not None
+    later = now + timedelta(days=2)  # past the whole schedule
+    assert deliveries_due(now=later) == []
+    assert _attempt_now(delivery, later) is None
+    assert len(receiver.requests) == 1
+    assert DeliveryAttempt.objects.filter(delivery=delivery).count() == 1
+
+
+def test_a_delivery_leased_after_the_switch_off_is_never_attempted(hook, receiver):
+    automation_switch_off(automation=hook, reason="Switched off by a test.")
+    # Made by a refresh that read the automation as on just before the switch-off committed.
+    now = timezone.now()
+    late = Delivery.objects.create(
+        id=delivery_id_new(),
+        automation=hook,
+        event_type="automation.test",
+        payload={"type": "automation.test", "data": {}},
+        next_attempt_at=now,
+        created_at=now,
+    )
+
+    assert _attempt_now(late) is None
+
+    assert receiver.requests == []
+    late.refresh_from_db()
+    assert late.status == "cancelled" and late.attempts == 0
+
+
+def test_switching_back_on_does_not_resurrect_cancelled_deliveries(hook, receiver):
+    receiver.statuses = [500, 200]
+    delivery = automation_test_send(automation=hook)
+    _attempt_now(delivery)
+    automation_switch_off(automation=hook, reason="Switched off by a test.")
+
+    automation_update(automation=hook, enabled=True)
+
+    later = timezone.now() + timedelta(days=2)
+    assert deliveries_due(now=later) == []
+    assert _attempt_now(delivery, later) is None
+    assert Delivery.objects.get(id=delivery.id).status == "cancelled"
+    # Sent again only when a person replays it.
+    delivery_replay(delivery=delivery)
+    _attempt_now(delivery)
+    assert Delivery.objects.get(id=delivery.id).status == "delivered"
+    assert len(receiver.requests) == 2
+
+
+def test_a_timed_out_attempt_records_the_time_it_took(hook, receiver, monkeypatch):
+    monkeypatch.setattr(delivery_module, "ATTEMPT_DEADLINE_SECONDS", 0.5)
+    receiver.delay = 1.5
+    delivery = automation_test_send(automation=hook)
+
+    assert _attempt_now(delivery) == 5  # a timeout is retried
+
+    attempt = DeliveryAttempt.objects.get(delivery=delivery)
+    assert attempt.status_code is None and "no answer" in attempt.error
+    assert attempt.latency_ms >= 500
+
+
+def test_a_refused_connection_records_the_time_it_took(acme, receiver):
+    refused = automation_create(
+        workspace=acme.workspace,
+        trigger="new_account",
+        url=f"http://127.0.0.1:{_closed_port()}/hooks",
+    )
+    delivery = automation_test_send(automation=refused)
+    started = time.monotonic()
+
+    _attempt_now(delivery)
+
+    took_ms = (time.monotonic() - started) * 1000
+    attempt = DeliveryAttempt.objects.get(delivery=delivery)
+    assert attempt.status_code is None and attempt.error
+    assert 1 <= attempt.latency_ms <= took_ms + 1
+
+
+def _in_another_session(work, *args) -> threading.Thread:
+    def run() -> None:
+        try:
+            work(*args)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_an_attempt_waiting_on_a_switch_off_in_progress_starts_nothing(hook, receiver):
+    delivery = automation_test_send(automation=hook)
+    switching = threading.Event()
+    commit = threading.Event()
+
+    def switch_off_slowly() -> None:
+        with transaction.atomic():
+            automation_switch_off(automation=hook, reason="Switched off by a test.")
+            switching.set()
+            commit.wait(10)
+
+    thread = _in_another_session(switch_off_slowly)
+    assert switching.wait(10)
+    # The lease waits on the switch-off's row lock, then sees the automation off.
+    threading.Timer(0.5, commit.set).start()
+    started = time.monotonic()
+    try:
+        assert _attempt_now(delivery) is None
+    finally:
+        commit.set()
+        thread.join(10)
+
+    assert time.monotonic() - started >= 0.4  # it waited for the switch-off to commit
+    assert receiver.requests == []
+    assert Delivery.objects.get(id=delivery.id).status == "cancelled"
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_an_attempt_in_flight_at_the_switch_off_is_recorded_and_not_retried(hook, receiver):
+    receiver.statuses = [500]
+    receiver.delay = 1.0
+    delivery = automation_test_send(automation=hook)
+    outcome: list[float | None] = []
+    thread = _in_another_session(lambda: outcome.append(_attempt_now(delivery)))
+    deadline = time.monotonic() + 10
+    while not receiver.requests and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert receiver.requests  # the attempt is in flight
+
+    assert automation_switch_off(automation=hook, reason="Switched off by a test.") == 1
+    thread.join(10)
+
+    assert outcome == [None]  # no retry scheduled
+    delivery.refresh_from_db()
+    assert delivery.status == "cancelled" and delivery.attempts == 1
+    assert DeliveryAttempt.objects.get(delivery=delivery).status_code == 500
+    assert deliveries_due(now=timezone.now() + timedelta(days=2)) == []

@@ -21,4 +21,6 @@ def test_the_schema_documents_every_webhook_type_with_an_example(client, db):
         body = hook["post"]["requestBody"]["content"]["application/json"]
         assert body["example"]["type"] == name
         assert "webhook-signature" in hook["post"]["description"]
+        # A receiver learns that retries stop once the automation is switched off.
+        assert "switched off" in hook["post"]["description"]
     assert "WebhookEvent" in schema["components"]["schemas"]

@@ -87,6 +87,13 @@ ADD_DATA = {
         "cooldown_seconds": "86400",
         "receiver_url": "http://127.0.0.1:9/hook",
     },
+    "automations.traitsync": lambda o: {
+        "workspace": o["acme"].workspace.id,
+        "host": "http://127.0.0.1:9",
+        "new_write_key": "wk",
+        "interval_minutes": "60",
+        "prefix": "eds_",
+    },
     "marketplace.marketplaceconnection": lambda o: {
         "product": o["globex"].product.id,
         "email": "vera@example.com",

@@ -5,7 +5,13 @@ from django.core.management.base import BaseCommand, CommandError
 
 from automations.management.errors import command_error
 from automations.models import Automation
-from automations.services import automation_create
+from automations.services import (
+    automation_create,
+    automation_faults,
+    automation_new,
+    cooldown_seconds_of,
+)
+from engagement.input_rules import DocumentError, document_load
 from engagement.models import Segment, Workspace
 
 
@@ -13,7 +19,9 @@ class Command(BaseCommand):
     help = (
         "Create an automation: when an account or user enters the trigger's condition in a "
         "score refresh, POST a signed webhook (or a Slack message) to --url. A webhook's signing "
-        "secret is printed once."
+        "secret is printed once. Every setting is checked first (docs/automations.md, "
+        '"Settings and their bounds"); a fault exits non-zero, listing them all, and '
+        "stores nothing."
     )
 
     def add_arguments(self, parser):
@@ -22,11 +30,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--threshold",
             type=int,
-            help="score_changed: points up or down (10 = Red Hot / Ice Cold); "
+            help="score_changed: points up or down, 1 to 100 (10 = Red Hot / Ice Cold); "
             "band_entered: the band's floor (75, 50, 25 or 0; omitted: any band).",
         )
         parser.add_argument("--segment", type=int, help="segment_entered/left: segment id.")
-        parser.add_argument("--days", type=int, help="inactive: days without an event.")
+        parser.add_argument("--days", type=int, help="inactive: days without an event, 1 to 3650.")
         parser.add_argument(
             "--target", choices=Automation.Target.values, default=Automation.Target.ACCOUNTS
         )
@@ -42,10 +50,13 @@ class Command(BaseCommand):
             action="append",
             default=[],
             metavar="FIELD OPERATOR [VALUE]",
-            help="e.g. 'trait:mrr greater_than 100000' (repeatable; segment condition language).",
+            help="e.g. 'trait:mrr greater_than 100000' (repeatable, at most 50; segment "
+            "condition language; VALUE is JSON, or else text).",
         )
         parser.add_argument("--match", choices=Automation.Match.values, default="all")
-        parser.add_argument("--cooldown-hours", type=float, default=24.0)
+        parser.add_argument(
+            "--cooldown-hours", type=float, default=24.0, help="0 to 8760 (a year); default 24."
+        )
         parser.add_argument("--json", action="store_true", help="Print one JSON object.")
 
     def handle(self, *args, **options):
@@ -57,21 +68,27 @@ class Command(BaseCommand):
             segment = Segment.objects.filter(id=options["segment"]).first()
             if segment is None:
                 raise CommandError(f"No segment {options['segment']}.")
+        conditions, unread = _conditions(options["condition"])
+        settings = {
+            "workspace": workspace,
+            "trigger": options["trigger"],
+            "url": options["url"],
+            "name": options["name"],
+            "target": options["target"],
+            "destination": options["destination"],
+            "threshold": options["threshold"],
+            "segment": segment,
+            "days": options["days"],
+            "conditions": conditions,
+            "match": options["match"],
+            "cooldown_seconds": cooldown_seconds_of(options["cooldown_hours"]),
+        }
         try:
-            automation = automation_create(
-                workspace=workspace,
-                trigger=options["trigger"],
-                url=options["url"],
-                name=options["name"],
-                target=options["target"],
-                destination=options["destination"],
-                threshold=options["threshold"],
-                segment=segment,
-                days=options["days"],
-                conditions=[_condition(text) for text in options["condition"]],
-                match=options["match"],
-                cooldown_seconds=int(options["cooldown_hours"] * 3600),
-            )
+            if unread:  # listed with every other fault
+                faults = automation_faults(automation_new(**settings))
+                faults["conditions"] = unread + faults.get("conditions", [])
+                raise ValidationError(faults)
+            automation = automation_create(**settings)
         except ValidationError as exc:
             raise command_error(exc) from None
         shown = {"id": automation.id, "name": automation.name, "trigger": automation.trigger}
@@ -88,14 +105,25 @@ class Command(BaseCommand):
             )
 
 
-def _condition(text: str) -> dict:
-    parts = text.split(None, 2)
-    if len(parts) < 2:
-        raise CommandError(f"--condition {text!r}: expected 'FIELD OPERATOR [VALUE]'")
-    condition: dict = {"field": parts[0], "operator": parts[1]}
-    if len(parts) == 3:
-        try:
-            condition["value"] = json.loads(parts[2])
-        except ValueError:
-            condition["value"] = parts[2]
-    return condition
+def _conditions(texts: list[str]) -> tuple[list[dict], list[str]]:
+    """The conditions typed as 'FIELD OPERATOR [VALUE]', and the faults of those that could not
+    be read. VALUE is read as JSON (a number, true, a quoted text), else taken as text; a VALUE
+    that opens a list or an object and is not a usable JSON document is a fault."""
+    conditions: list[dict] = []
+    unread: list[str] = []
+    for number, text in enumerate(texts, start=1):
+        parts = text.split(None, 2)
+        if len(parts) < 2:
+            unread.append(f"--condition {number}: expected 'FIELD OPERATOR [VALUE]'")
+            continue
+        condition: dict = {"field": parts[0], "operator": parts[1]}
+        if len(parts) == 3:
+            try:
+                condition["value"] = document_load(parts[2])
+            except DocumentError as exc:
+                if parts[2].startswith(("[", "{")):
+                    unread.append(f"--condition {number}: {exc}")
+                    continue
+                condition["value"] = parts[2]
+        conditions.append(condition)
+    return conditions, unread

@@ -8,6 +8,13 @@ from automations.trait_sync import trait_sync_create
 from engagement.models import Workspace
 
 
+def _whole_or_text(value: str) -> int | str:
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
 class Command(BaseCommand):
     help = (
         "Push a workspace's scores, changes and segments as traits (identify for users, group "
@@ -18,7 +25,8 @@ class Command(BaseCommand):
         parser.add_argument("--workspace", type=int, required=True)
         parser.add_argument("--host", required=True, help="e.g. https://api.segment.io")
         parser.add_argument("--write-key", required=True)
-        parser.add_argument("--interval-minutes", type=int, default=60)
+        # Read as text: a value that is no whole number is one of the faults listed together.
+        parser.add_argument("--interval-minutes", type=_whole_or_text, default=60)
         parser.add_argument("--prefix", default="eds_", help="Prefix of the trait names.")
         parser.add_argument("--json", action="store_true", help="Print one JSON object.")
 

@@ -7,7 +7,7 @@ from automations.trait_sync import trait_sync_run
 
 
 class Command(BaseCommand):
-    help = "Run one score sync now and print what it sent."
+    help = "Run one score sync now and print what it sent (a switched-off sync does not run)."
 
     def add_arguments(self, parser):
         parser.add_argument("--sync", type=int, required=True)
@@ -17,6 +17,11 @@ class Command(BaseCommand):
         if not TraitSync.objects.filter(id=options["sync"]).exists():
             raise CommandError(f"No score sync {options['sync']}.")
         run = trait_sync_run(sync_id=options["sync"])
+        if run is None:
+            raise CommandError(
+                f"Score sync {options['sync']} is switched off: nothing was sent "
+                "(trait_sync_switch --on to run it again)."
+            )
         shown = {
             "status": run.status,
             "users_sent": run.users_sent,
