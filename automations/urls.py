@@ -1,6 +1,9 @@
-from django.urls import path
+from django.urls import path, register_converter
 
 from automations import views
+from automations.ids import DeliveryIdConverter
+
+register_converter(DeliveryIdConverter, "delivery")
 
 app_name = "automations"
 
@@ -12,7 +15,7 @@ urlpatterns = [
         name="detail",
     ),
     path(
-        "w/<int:workspace_id>/automations/<int:automation_id>/deliveries/<str:delivery_id>/",
+        "w/<int:workspace_id>/automations/<int:automation_id>/deliveries/<delivery:delivery_id>/",
         views.DeliveryView.as_view(),
         name="delivery",
     ),

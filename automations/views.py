@@ -12,9 +12,17 @@ from django.views import View
 
 from automations import delivery as deliveries
 from automations import selectors, services, trait_sync
-from automations.forms import AutomationForm, ReplaySinceForm, TraitSyncForm
+from automations.forms import (
+    SHOWN_AS,
+    AutomationForm,
+    ReplaySinceForm,
+    TraitSyncForm,
+    faults_shown,
+)
+from automations.ids import is_delivery_id
 from automations.models import Automation, Delivery
 from automations.tasks import trait_sync_run as trait_sync_run_task
+from engagement.input_rules import posted_id
 from engagement.memberships import product_role, workspace_visible_to, workspaces_visible_to
 from engagement.models import ProductMembership
 
@@ -46,7 +54,7 @@ class _AutomationPage(LoginRequiredMixin, View):
             raise Http404("No such automation.")
         return found
 
-    def render(self, template: str, context: dict) -> HttpResponse:
+    def render(self, template: str, context: dict, status: int = 200) -> HttpResponse:
         base = {
             "workspace": self.workspace,
             "product": self.workspace.product,
@@ -55,7 +63,7 @@ class _AutomationPage(LoginRequiredMixin, View):
             "manages": self.manages,
             "section": "automations",
         }
-        return render(self.request, template, {**base, **context})
+        return render(self.request, template, {**base, **context}, status=status)
 
 
 class AutomationListView(_AutomationPage):
@@ -64,10 +72,9 @@ class AutomationListView(_AutomationPage):
         request: HttpRequest,
         form: AutomationForm | None = None,
         sync_form: TraitSyncForm | None = None,
+        status: int = 200,
     ) -> HttpResponse:
-        form = form or AutomationForm(
-            workspace_id=self.workspace.id, initial={"cooldown_hours": 24}
-        )
+        form = form or AutomationForm(workspace=self.workspace)
         rows = selectors.automation_list(workspace_id=self.workspace.id)
         return self.render(
             "automations/list.html",
@@ -77,6 +84,7 @@ class AutomationListView(_AutomationPage):
                 "syncs": selectors.trait_sync_list(workspace_id=self.workspace.id),
                 "sync_form": sync_form or TraitSyncForm(),
             },
+            status=status,
         )
 
     def post(self, request: HttpRequest) -> HttpResponse:
@@ -84,24 +92,20 @@ class AutomationListView(_AutomationPage):
         if request.POST.get("action") == "sync_create":
             return self._sync_create(request)
         if request.POST.get("action") == "sync_run":
-            found = self.workspace.trait_syncs.filter(id=request.POST.get("sync", "0")).first()
+            sync_id = posted_id(request.POST.get("sync"))
+            found = self.workspace.trait_syncs.filter(id=sync_id).first() if sync_id else None
             if found is None:
                 raise Http404("No such score sync.")
             trait_sync_run_task.delay(found.id)
             return redirect("automations:list", self.workspace.id)
-        form = AutomationForm(request.POST, workspace_id=self.workspace.id)
+        form = AutomationForm(request.POST, workspace=self.workspace)
         if not form.is_valid():
-            return self.get(request, form)
-        values = dict(form.cleaned_data)
-        cooldown = int(values.pop("cooldown_hours") * 3600)
+            return self.get(request, form, status=400)
         try:
-            automation = services.automation_create(
-                workspace=self.workspace, cooldown_seconds=cooldown, **values
-            )
-        except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
-            return self.get(request, form)
+            automation = services.automation_create(workspace=self.workspace, **form.settings())
+        except ValidationError as exc:  # changed since the form's check (a segment deleted)
+            faults_shown(form, exc.message_dict, SHOWN_AS)
+            return self.get(request, form, status=400)
         if automation.secret:
             request.session[_SHOWN_ONCE.format(automation.id)] = automation.secret
         return redirect("automations:detail", self.workspace.id, automation.id)
@@ -121,7 +125,12 @@ class AutomationListView(_AutomationPage):
 
 class AutomationDetailView(_AutomationPage):
     def get(
-        self, request: HttpRequest, automation_id: int, edit_form: AutomationForm | None = None
+        self,
+        request: HttpRequest,
+        automation_id: int,
+        edit_form: AutomationForm | None = None,
+        switch_on_faults: list[str] | None = None,
+        status: int = 200,
     ) -> HttpResponse:
         automation = self.automation(automation_id)
         secret = request.session.pop(_SHOWN_ONCE.format(automation.id), None)
@@ -133,24 +142,29 @@ class AutomationDetailView(_AutomationPage):
                 "deliveries": selectors.delivery_list(automation=automation, limit=100),
                 "replay_form": ReplaySinceForm(),
                 "edit_form": edit_form or AutomationForm.editing(automation),
+                "switch_on_faults": switch_on_faults or [],
             },
+            status=status,
         )
 
     def _edit(self, request: HttpRequest, automation: Automation) -> HttpResponse:
         form = AutomationForm.editing(automation, request.POST)
         if form.is_valid():
-            values = dict(form.cleaned_data)
-            values["cooldown_seconds"] = int(values.pop("cooldown_hours") * 3600)
-            if not values["url"]:
-                values.pop("url")
             try:
-                services.automation_update(automation=automation, **values)
+                services.automation_update(automation=automation, **form.settings())
                 return redirect("automations:detail", self.workspace.id, automation.id)
-            except ValidationError as exc:
-                automation.refresh_from_db()
-                for field, errors in exc.message_dict.items():
-                    form.add_error(field if field in form.fields else None, errors)
-        return self.get(request, automation.id, edit_form=form)
+            except ValidationError as exc:  # changed since the form's check
+                faults_shown(form, exc.message_dict, SHOWN_AS)
+        return self.get(request, automation.id, edit_form=form, status=400)
+
+    def _switch_on(self, request: HttpRequest, automation: Automation) -> HttpResponse | None:
+        """Switch it on, its settings checked as on saving; a fault shows on the page (400)."""
+        try:
+            services.automation_update(automation=automation, enabled=True)
+        except ValidationError as exc:
+            faults = [f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items()]
+            return self.get(request, automation.id, switch_on_faults=faults, status=400)
+        return None
 
     def post(self, request: HttpRequest, automation_id: int) -> HttpResponse:
         self.require_manager()
@@ -163,10 +177,24 @@ class AutomationDetailView(_AutomationPage):
         elif action == "rotate" and automation.destination == Automation.Destination.WEBHOOK:
             secret = services.automation_secret_rotate(automation=automation)
             request.session[_SHOWN_ONCE.format(automation.id)] = secret
-        elif action in ("enable", "disable"):
-            services.automation_update(automation=automation, enabled=action == "enable")
+        elif action == "enable":
+            refused = self._switch_on(request, automation)
+            if refused is not None:
+                return refused
+        elif action == "disable":
+            services.automation_switch_off(
+                automation=automation,
+                reason=services.switched_off_reason(
+                    where="on the dashboard", who=request.user.get_username()
+                ),
+            )
         elif action == "replay":
-            found = automation.deliveries.filter(id=request.POST.get("delivery", "")).first()
+            delivery_id = request.POST.get("delivery")
+            found = (
+                automation.deliveries.filter(id=delivery_id).first()
+                if is_delivery_id(delivery_id)
+                else None
+            )
             if found is None:
                 raise Http404("No such delivery.")
             deliveries.delivery_replay(delivery=found)

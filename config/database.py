@@ -11,13 +11,14 @@ from config.env import env_bool, env_int
 
 
 def _database_from_url(url: str) -> dict:
-    database = dj_database_url.parse(url, conn_max_age=60)
+    # A kept connection may be dead after a database restart: it is checked before its first use
+    # in each request or task (with the pool: each time the pool lends it), so the restart costs
+    # a reconnect, not an error.
+    database = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
     # Under ASGI (uvicorn) every request runs on a fresh thread, so a persistent connection is
     # never reused and each read opened a new PostgreSQL session; a pool per process fixes that.
     if database["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_POOL", True):
         database["CONN_MAX_AGE"] = 0
-        # A pooled connection may be dead after a database restart: check it on checkout.
-        database["CONN_HEALTH_CHECKS"] = True
         database.setdefault("OPTIONS", {})["pool"] = {
             "min_size": 1,
             "max_size": env_int("DATABASE_POOL_MAX_SIZE", 10, minimum=1),

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from config.admin_lookups import view_on_site
 from config.health import healthz
 from config.login import AdminLoginForm
 from config.metrics import metrics_view
@@ -15,6 +16,11 @@ admin.site.site_title = "Engagement admin"
 admin.site.enable_nav_sidebar = False
 
 urlpatterns = [
+    # Before the admin's own: its "View on site" link, with an id that cannot be one a 404.
+    path(
+        "admin/r/<path:content_type_id>/<path:object_id>/",
+        admin.site.admin_view(view_on_site),
+    ),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),

@@ -4,6 +4,7 @@ from django import forms
 
 from dashboard.selectors import ACCOUNT_SORTS, AccountQuery
 from engagement.bands import BANDS
+from engagement.input_rules import MAX_WHOLE
 
 PER_PAGE = 25
 DEFAULTS = {"q": "", "segment": None, "band": "", "sort": "score", "order": "desc", "page": 1}
@@ -23,7 +24,8 @@ class AccountListForm(forms.Form):
     order = forms.ChoiceField(
         required=False, choices=[("desc", "descending"), ("asc", "ascending")], label="Order"
     )
-    page = forms.IntegerField(required=False, min_value=1)
+    # At most 2**31 - 1: a larger page would overflow the database's OFFSET (a bad value: page 1).
+    page = forms.IntegerField(required=False, min_value=1, max_value=MAX_WHOLE)
 
     def values(self) -> dict:
         """The valid parameters, the defaults for the rest (a bad value is not an error page)."""

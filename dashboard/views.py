@@ -9,7 +9,6 @@ that product: another product's id answers 404.
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 from django.contrib.auth.mixins import LoginRequiredMixin
@@ -35,6 +34,7 @@ from engagement.activation import activation_progress
 from engagement.features import features_used
 from engagement.hierarchy import account_tree
 from engagement.history import account_score_history, user_score_history
+from engagement.input_rules import posted_id, whole_fault
 from engagement.memberships import (
     can_manage_product,
     product_role,
@@ -60,7 +60,6 @@ HISTORY_SPANS = (30, 90, 365)
 HEALTH_HOURS = 6
 SEGMENT_MEMBERS_PER_PAGE = 50
 SEGMENT_CHANGE_DAYS = 30
-_ID = re.compile(r"[0-9]{1,18}")  # a row id as a form posts it ("²".isdigit() is True too)
 
 
 class SignedInView(LoginRequiredMixin, View):
@@ -312,9 +311,11 @@ class SegmentView(WorkspaceView):
     def get(self, request: HttpRequest, segment_id: int) -> HttpResponse:
         segment = self.scoped_segment(segment_id)
         try:
-            page = max(1, int(request.GET.get("page", 1)))
+            page = int(request.GET.get("page", 1))
         except ValueError:
             page = 1
+        # A page past 2**31 would overflow the database's OFFSET: the first page, as for "x".
+        page = page if whole_fault(page, least=1) is None else 1
         members = selectors.segment_member_list(
             segment=segment,
             offset=(page - 1) * SEGMENT_MEMBERS_PER_PAGE,
@@ -345,19 +346,19 @@ class HealthView(WorkspaceView):
         """A manager sets a key's allowed origins (one a line; empty: any)."""
         if not can_manage_product(request.user, self.product_id):
             raise PermissionDenied("Managers of the product change its keys.")
-        key_id = request.POST.get("key_id", "")
-        if not _ID.fullmatch(key_id):
+        key_id = posted_id(request.POST.get("key_id"))
+        if key_id is None:
             raise Http404("No such key.")
         try:
             health.key_allowed_origins_set(
                 product_id=self.product_id,
-                key_id=int(key_id),
+                key_id=key_id,
                 allowed_origins=request.POST.get("allowed_origins", ""),
             )
         except LookupError as missing:
             raise Http404("No such key.") from missing
         except ValidationError as invalid:
-            return self.get(request, key_error=(int(key_id), " ".join(invalid.messages)))
+            return self.get(request, key_error=(key_id, " ".join(invalid.messages)))
         return redirect(f"{reverse('dashboard:health', args=[self.workspace.id])}?saved=1#keys")
 
     def get(self, request: HttpRequest, key_error: tuple[int, str] | None = None) -> HttpResponse:
