@@ -90,24 +90,9 @@ class _ManagedMixin:
         return self.has_module_permission(request)
 
 
-class AttemptInline(admin.TabularInline):
-    model = DeliveryAttempt
-    fields = ["attempted_at", "status_code", "latency_ms", "error", "response_excerpt"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-
-@admin.register(Automation)
-class AutomationAdmin(_ManagedMixin, admin.ModelAdmin):
-    form = AutomationForm
-    list_display = ["name", "workspace", "trigger", "target", "destination", "enabled"]
-    list_filter = ["trigger", "destination", "enabled"]
-    readonly_fields = ["disabled_reason", "created_at"]
-    actions = ["send_test", "rotate_secret", "switch_off"]
+class _WorkspaceSettingsAdmin(_ManagedMixin, admin.ModelAdmin):
+    """A workspace's settings (automations, score syncs): its product's managers add, change
+    and delete them, and choose among their own workspaces only."""
 
     def get_queryset(self, request):
         rows = super().get_queryset(request).select_related("workspace__product")
@@ -128,6 +113,26 @@ class AutomationAdmin(_ManagedMixin, admin.ModelAdmin):
                 id__in=self._workspaces(request)
             )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class AttemptInline(admin.TabularInline):
+    model = DeliveryAttempt
+    fields = ["attempted_at", "status_code", "latency_ms", "error", "response_excerpt"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Automation)
+class AutomationAdmin(_WorkspaceSettingsAdmin):
+    form = AutomationForm
+    list_display = ["name", "workspace", "trigger", "target", "destination", "enabled"]
+    list_filter = ["trigger", "destination", "enabled"]
+    readonly_fields = ["disabled_reason", "created_at"]
+    actions = ["send_test", "rotate_secret", "switch_off"]
 
     @sensitive_variables("url")
     def save_model(self, request, obj, form, change):
@@ -254,7 +259,7 @@ class TraitSyncForm(forms.ModelForm):
 
 
 @admin.register(TraitSync)
-class TraitSyncAdmin(_ManagedMixin, admin.ModelAdmin):
+class TraitSyncAdmin(_WorkspaceSettingsAdmin):
     """Switching a sync off (the form's box or the action) stops it: no run starts once the
     change commits, and a run under way stops before its next batch."""
 
@@ -263,26 +268,6 @@ class TraitSyncAdmin(_ManagedMixin, admin.ModelAdmin):
     list_filter = ["enabled"]
     readonly_fields = ["synced_through", "last_error", "created_at"]
     actions = ["switch_off", "switch_on"]
-
-    def get_queryset(self, request):
-        rows = super().get_queryset(request).select_related("workspace__product")
-        return rows.filter(workspace__in=self._workspaces(request))
-
-    def has_add_permission(self, request):
-        return self.has_module_permission(request)
-
-    def has_change_permission(self, request, obj=None):
-        return self.has_module_permission(request)
-
-    def has_delete_permission(self, request, obj=None):
-        return self.has_module_permission(request)
-
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        if db_field.name == "workspace":
-            kwargs["queryset"] = db_field.related_model.objects.filter(
-                id__in=self._workspaces(request)
-            )
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     @sensitive_variables("write_key")
     def save_model(self, request, obj, form, change):
