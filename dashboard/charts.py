@@ -98,6 +98,8 @@ def day_chart(chart_id: str, title: str, days: list, y_title: str, *, empty_text
 
 
 def score_chart(points: list, days: int) -> Chart:
+    """Daily scores (engagement/history ScorePoint); a day before the subject was first seen has
+    no score (None): plotly.js draws nothing there, and the table shows "–"."""
     return Chart(
         id="score-chart",
         title=f"Daily score, last {days} days",

@@ -7,6 +7,9 @@ workspace (engagement/history_build.py computes it from the daily rollups). Stor
 zero; today's point is the live score row (`UserScore` / `AccountScore`), so the last point of a
 history always equals what the read API serves now.
 
+No history is invented: a past day before the subject was first seen has no point (None), rather
+than a score of 0 (`first_seen_days`: a user's first event, an account's earliest first-seen user).
+
 `score_history_update` fills the past in bulk for a workspace never built (or whose settings
 changed), appends the days that ended since the last run, and recomputes every day from the
 earliest one a batch of late or backdated events reached back to (`ScoreHistoryBackfill`, noted
@@ -20,19 +23,23 @@ from __future__ import annotations
 import datetime
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Min
 from django.utils import timezone
 
+from engagement.hierarchy import account_subtrees
 from engagement.history_build import HistoryBuilder
 from engagement.models import (
     AccountScore,
     AccountScoreDay,
+    Membership,
     ScoreHistoryBackfill,
     ScoreHistoryState,
+    User,
     UserScore,
     UserScoreDay,
     Workspace,
@@ -57,8 +64,9 @@ PRUNE_SLACK = datetime.timedelta(days=30)
 @dataclass(frozen=True)
 class ScorePoint:
     date: datetime.date
-    engagement_score: int
-    raw_score: float
+    # None: a day before the subject was first seen, which has no score.
+    engagement_score: int | None
+    raw_score: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,19 +97,28 @@ def _series(
     live: tuple[int, float],
     days: int,
     today: datetime.date,
+    first_seen: datetime.date | None,
 ) -> list[ScorePoint]:
-    """`days` points, oldest first, ending with today's live score; a day not stored is 0."""
+    """`days` points, oldest first, ending with today's live score. A day not stored is 0 from
+    the day the subject was first seen, and None before it (or when it was never seen)."""
     points = []
     for offset in range(days - 1, 0, -1):
         day = today - datetime.timedelta(days=offset)
-        score, raw = stored.get(day, (0, 0.0))
+        seen = first_seen is not None and day >= first_seen
+        score, raw = stored.get(day, (0, 0.0) if seen else (None, None))
         points.append(ScorePoint(date=day, engagement_score=score, raw_score=raw))
     points.append(ScorePoint(date=today, engagement_score=live[0], raw_score=live[1]))
     return points
 
 
 def _score_history(
-    day_model, score_model, subject: dict, *, days: int, today: datetime.date | None
+    day_model,
+    score_model,
+    subject: dict,
+    *,
+    days: int,
+    today: datetime.date | None,
+    first_seen: datetime.date | None,
 ) -> list[ScorePoint]:
     """Stored past days of one user or account (`subject`: its id and workspace), today live."""
     _check_days(days)
@@ -116,7 +133,43 @@ def _score_history(
         live=live.first() or (0, 0.0),
         days=days,
         today=today,
+        first_seen=first_seen,
     )
+
+
+def _utc_day(moment: datetime.datetime | None) -> datetime.date | None:
+    return None if moment is None else moment.astimezone(datetime.UTC).date()
+
+
+def first_seen_days(
+    *, target: str, ids: Sequence[int], subtrees: dict[int, set[int]] | None = None
+) -> dict[int, datetime.date | None]:
+    """The UTC day each user (`target` "user") or account of `ids` was first seen; None: never.
+
+    A user's is the day of its first event (User.first_seen_at, the earliest event time the
+    apply path stored, backdated events included). An account's is the earliest of the users its
+    score is the mean of, its own and its descendants' (engagement/hierarchy `account_subtrees`,
+    read here unless the caller has them as `subtrees`), as its tenure counts it. One query over
+    the users or the memberships (none for no ids)."""
+    if not ids:
+        return {}
+    if target == "user":
+        seen = User.objects.filter(id__in=list(ids)).values_list("id", "first_seen_at")
+        return {user_id: _utc_day(first) for user_id, first in seen}
+    if subtrees is None:
+        subtrees = account_subtrees(ids)
+    subtrees = {account_id: subtrees[account_id] for account_id in ids}
+    covered = set().union(*subtrees.values())
+    earliest = dict(
+        Membership.objects.filter(account_id__in=covered, user__first_seen_at__isnull=False)
+        .values("account_id")
+        .annotate(first=Min("user__first_seen_at"))
+        .values_list("account_id", "first")
+    )
+    return {
+        account_id: _utc_day(min((earliest[a] for a in accounts if a in earliest), default=None))
+        for account_id, accounts in subtrees.items()
+    }
 
 
 def user_score_history(
@@ -126,11 +179,15 @@ def user_score_history(
     days: int = HISTORY_DEFAULT_DAYS,
     today: datetime.date | None = None,
 ) -> list[ScorePoint]:
-    """The user's daily scores in the workspace over the last `days` UTC days, today last.
+    """The user's daily scores in the workspace over the last `days` UTC days, today last;
+    None on the days before the user was first seen.
 
     The caller has scoped both ids to the reader's product."""
     subject = {"user_id": user_id, "workspace_id": workspace_id}
-    return _score_history(UserScoreDay, UserScore, subject, days=days, today=today)
+    first_seen = first_seen_days(target="user", ids=[user_id]).get(user_id)
+    return _score_history(
+        UserScoreDay, UserScore, subject, days=days, today=today, first_seen=first_seen
+    )
 
 
 def account_score_history(
@@ -140,11 +197,15 @@ def account_score_history(
     days: int = HISTORY_DEFAULT_DAYS,
     today: datetime.date | None = None,
 ) -> list[ScorePoint]:
-    """The account's daily scores in the workspace over the last `days` UTC days, today last.
+    """The account's daily scores in the workspace over the last `days` UTC days, today last;
+    None on the days before the account was first seen.
 
     The caller has scoped both ids to the reader's product."""
     subject = {"account_id": account_id, "workspace_id": workspace_id}
-    return _score_history(AccountScoreDay, AccountScore, subject, days=days, today=today)
+    first_seen = first_seen_days(target="account", ids=[account_id]).get(account_id)
+    return _score_history(
+        AccountScoreDay, AccountScore, subject, days=days, today=today, first_seen=first_seen
+    )
 
 
 def score_history_is_due(*, workspace: Workspace, now: datetime.datetime | None = None) -> bool:

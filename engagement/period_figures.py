@@ -1,6 +1,7 @@
 """The hosted original's metric names for a page of accounts or users, beside today's fields:
 
-- `score_yesterday`: the stored daily score of yesterday (UTC), or None when history has none;
+- `score_yesterday`: yesterday's (UTC) point of the score history (engagement/history): the stored
+  daily score, 0 when none is stored, None when the subject was first seen after yesterday;
 - `score_last_period`: the score one lookback period ago (the score row's `previous_score`);
 - `overall_scored_events`: every event ever counted in the daily rollups under an event name the
   workspace scores (weight above 0; an unlisted name weighs 1), without the daily cap;
@@ -9,7 +10,8 @@
 
 An account's figures cover its descendants, like its score (engagement/hierarchy).
 
-Read a page at a time: one query for yesterday's scores and one sum over the rollups of the
+Read a page at a time: one query for yesterday's scores, one for the first seen of the page's
+subjects without one (engagement/history.first_seen_days) and one sum over the rollups of the
 page's ids, through the (product, user, ...) and (account, day) rollup indexes.
 """
 
@@ -23,6 +25,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from engagement.hierarchy import account_subtrees
+from engagement.history import first_seen_days
 from engagement.models import AccountScoreDay, EventRollup, EventWeight, UserScoreDay, Workspace
 
 
@@ -63,6 +66,12 @@ def period_figures(
         .annotate(total=Sum("count"))
         .values_list(key, "total")
     )
+    # No stored point: 0 once the subject was first seen, None before, as the history reads it.
+    missing = [subject_id for subject_id in ids if subject_id not in scores]
+    seen = first_seen_days(target=target, ids=missing, subtrees=covered)
+    for subject_id, first_seen in seen.items():
+        if first_seen is not None and first_seen <= yesterday:
+            scores[subject_id] = 0
     return {
         subject_id: PeriodFigures(
             scores.get(subject_id), sum(int(events.get(i) or 0) for i in covered[subject_id])

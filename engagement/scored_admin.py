@@ -35,7 +35,7 @@ def _score_annotations(score_model, subject: str) -> dict:
     return {
         "default_score": Coalesce(column("engagement_score"), Value(0)),
         "default_score_change": Coalesce(column("score_change"), Value(0)),
-        "default_rank": Coalesce(column("percentile_rank"), Value(0.0)),
+        "default_rank": column("percentile_rank"),  # None: scoring 0, or not scored (no rank)
         "default_last_seen": column("last_seen"),
     }
 
@@ -99,7 +99,7 @@ class ScoredListMixin:
 
     @admin.display(description="Rank (percentile)", ordering="default_rank")
     def rank(self, obj):
-        return f"{obj.default_rank:.0f}"
+        return "–" if obj.default_rank is None else f"{obj.default_rank:.0f}"
 
     @admin.display(description="Last seen", ordering="default_last_seen")
     def last_seen(self, obj):

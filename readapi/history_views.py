@@ -35,12 +35,14 @@ class HistoryQuery(serializers.Serializer):
 class ScorePointSerializer(serializers.Serializer):
     date = serializers.DateField(help_text="A UTC day, YYYY-MM-DD.")
     engagement_score = serializers.IntegerField(
-        help_text="0-100: the score as it stood at the end of that day (today: now)."
+        allow_null=True,
+        help_text="0-100: the score as it stood at the end of that day (today: now). Null on a "
+        "day before the subject was first seen: it had no score yet.",
     )
     raw_score = serializers.IntegerField(
         allow_null=True,
         help_text="Sum of event weights in the lookback window ending that day, a whole number "
-        "as in the account and user records.",
+        "as in the account and user records. Null on a day before the subject was first seen.",
     )
 
     def to_representation(self, point: ScorePoint) -> dict:
@@ -61,7 +63,8 @@ class AccountHistoryView(ReadApiView):
     @extend_schema(
         operation_id="accounts_history",
         summary="An account's daily engagement score over the last days, today's last",
-        description="A day with no activity in its window scores 0. Past days are as they "
+        description="A day with no activity in its window scores 0; a day before the account "
+        "was first seen (its earliest user's first event) is null. Past days are as they "
         "stood at the end of each UTC day (the formula over the window ending that day); the "
         "last point is today's score, the one GET /v2/accounts/{id} serves.",
         parameters=[HistoryQuery],
@@ -81,7 +84,8 @@ class UserHistoryView(ReadApiView):
     @extend_schema(
         operation_id="users_history",
         summary="A user's daily engagement score over the last days, today's last",
-        description="A day with no activity in its window scores 0. Past days are as they "
+        description="A day with no activity in its window scores 0; a day before the user "
+        "was first seen (its first event) is null. Past days are as they "
         "stood at the end of each UTC day (the formula over the window ending that day); the "
         "last point is today's score, the one GET /v2/users/{id} serves.",
         parameters=[HistoryQuery],

@@ -69,7 +69,8 @@ def renormalise_users(run: ScoringRun) -> None:
 
 
 def update_ranks(run: ScoringRun, table: str) -> None:
-    """percentile_rank = 100 * (rows scoring lower) / (rows - 1), to one decimal.
+    """percentile_rank = 100 * (active rows scoring lower) / (active rows - 1), to one decimal,
+    among the rows scoring above 0; NULL for a score of 0 (Dialect.percentile_rank).
 
     It depends only on a row's score and the workspace's score histogram, so one pass
     over the histogram rewrites only the rows whose rank moved.
@@ -87,7 +88,7 @@ def update_ranks(run: ScoringRun, table: str) -> None:
                 WHERE workspace_id = %(ws)s GROUP BY engagement_score) h
         ) r
         WHERE {table}.workspace_id = %(ws)s AND {table}.engagement_score = r.s
-        AND {table}.percentile_rank <> r.pr
+        AND {run.sql.differs(f"{table}.percentile_rank", "r.pr")}
         """
     )
     if run.sql.postgres:
@@ -114,10 +115,12 @@ def update_moved_ranks(
         )
 
     run.temp("eds_t_rank", "s INTEGER PRIMARY KEY, pr FLOAT, moved INTEGER")
+    # A score new to the histogram (no `b` row) moved; a score of 0 has no rank before or after.
+    moved = f"b.s IS NULL OR {run.sql.differs('b.pr', 'a.pr')}"
     run.run(
         f"""
         INSERT INTO eds_t_rank (s, pr, moved)
-        SELECT a.s, a.pr, CASE WHEN b.pr IS NULL OR b.pr <> a.pr THEN 1 ELSE 0 END
+        SELECT a.s, a.pr, CASE WHEN {moved} THEN 1 ELSE 0 END
         FROM ({ranked(after)}) a LEFT JOIN ({ranked(before)}) b ON b.s = a.s
         """
     )
@@ -127,6 +130,6 @@ def update_moved_ranks(
             f"""
             UPDATE {table} SET percentile_rank = r.pr FROM eds_t_rank r
             WHERE {table}.workspace_id = %(ws)s AND {table}.engagement_score = r.s
-            AND {rows} AND {table}.percentile_rank <> r.pr
+            AND {rows} AND {run.sql.differs(f"{table}.percentile_rank", "r.pr")}
             """
         )

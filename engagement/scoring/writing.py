@@ -72,7 +72,7 @@ def write_users(run: ScoringRun) -> None:
 
 def _user_values(run: ScoringRun, extra: dict[str, float]) -> str:
     """The SELECT of the scoped users' new score rows (a full rescore's percentile ranks
-    included, 0 otherwise), one column per name in USER_VALUE_COLUMNS and user_id. It ends
+    included, NULL otherwise), one column per name in USER_VALUE_COLUMNS and user_id. It ends
     with its WHERE condition on the user `usr`, so a caller may add `AND ...` to it."""
     sql = run.sql
     score = sql.score("COALESCE(u.raw, 0)", "%(p90)s")
@@ -240,17 +240,18 @@ def _rank_histogram(
     """The percentile rank of every score a full rescore is about to write, as the column
     expression that gives it to a row whose score is `score_of_row`.
 
-    A rank depends only on the score and the workspace's score histogram (100 x rows
-    scoring lower / (rows - 1)), so it comes from a histogram of at most 101 rows instead of a
-    window over a million wide rows. `scored` holds the rows with a computed score; the rest of
+    A rank depends only on the score and the workspace's score histogram (100 x active rows
+    scoring lower / (active rows - 1)), so it comes from a histogram of at most 101 rows instead
+    of a window over a million wide rows. `scored` holds the rows with a computed score; the rest of
     the `population` (a COUNT query) score 0. The histogram's ranks are bound to the write as
     one parameter (`extra["ranks"]`) and looked up by score, rather than joined: the join cost
     the update of 800,000 rows after a weight change 1.7 s, and gave the planner a 101-row
     table to reorder the write around (docs/benchmarks.md, 2026-11-28, 04:00-06:00 UTC).
-    Outside a full rescore the rank is 0: an incremental refresh leaves ranks to update_ranks.
+    A score of 0 has no rank (NULL, Dialect.percentile_rank). Outside a full rescore the rank
+    is NULL: an incremental refresh leaves ranks to update_ranks.
     """
     if not run.is_full:
-        return "0"
+        return run.sql.null_float()
     rank = run.sql.percentile_rank()
     run.run(
         f"""
@@ -264,9 +265,9 @@ def _rank_histogram(
         """,
         extra,
     )
-    ranks = [0.0] * (SCORE_MAX + 1)
+    ranks: list[float | None] = [None] * (SCORE_MAX + 1)
     for histogram_score, percentile in run.cursor.fetchall():
-        ranks[int(histogram_score)] = float(percentile)
+        ranks[int(histogram_score)] = None if percentile is None else float(percentile)
     extra["ranks"] = run.sql.float_list(ranks)
     return run.sql.element_of("%(ranks)s", score_of_row)
 

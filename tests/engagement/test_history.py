@@ -195,9 +195,10 @@ def test_backfilled_past_events_show_their_past_scores(ada_and_bob):
 
     assert result.mode == "updated" and result.first_day == day(3)
     history = user_score_history(workspace_id=acme.workspace.id, user_id=user_id(acme, cy), days=5)
-    # k=3..1: Cy 7 and Bob 7 (Ada is out of the window): both at p90, both 100.
-    assert scores(history)[:4] == [0, 100, 100, 100]
-    assert [point.raw_score for point in history][:4] == [0, 7, 7, 7]
+    # k=4: before Cy's first event, no point. k=3..1: Cy 7 and Bob 7 (Ada is out of the
+    # window): both at p90, both 100.
+    assert scores(history)[:4] == [None, 100, 100, 100]
+    assert [point.raw_score for point in history][:4] == [None, 7, 7, 7]
 
 
 def test_past_events_note_their_first_day_and_todays_note_none(ada_and_bob):

@@ -145,11 +145,12 @@ def test_breakdown_metrics_and_adoption(five_users):
     assert u1.last_seen is not None
 
 
-def test_percentile_rank_within_the_workspace(five_users):
+def test_percentile_rank_among_the_active(five_users):
     workspace_rescore(workspace_id=five_users.workspace.id)
-    # Scores sorted: 0, 0, 10, 29, 67, 100 -> share of the other 5 users scoring lower.
+    # Scores sorted: 0, 0, 10, 29, 67, 100. Ranked among the 4 scoring above 0: the share of
+    # the other 3 scoring lower; a score of 0 has no rank.
     ranks = {k: s.percentile_rank for k, s in user_scores(five_users).items()}
-    assert ranks == {"u4": 0, "u6": 0, "u2": 40, "u5": 60, "u1": 80, "u3": 100}
+    assert ranks == {"u4": None, "u6": None, "u2": 0, "u5": 33.3, "u1": 66.7, "u3": 100}
 
 
 def test_account_is_the_mean_of_all_its_users(five_users):

@@ -462,12 +462,19 @@ def test_a_segment_changed_since_its_last_refresh_is_compared_whole(scored, sett
 def test_a_rank_segment_follows_ranks_that_moved_for_subjects_not_recomputed(scored, settings):
     settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
     workspace_refresh(workspace_id=scored.workspace.id)
-    segment = segment_of(scored, cond("metric:percentile_rank", "greater_than", 60))
-    assert members(segment) == {"A"}  # A 100, B 50, C 0
-    # A new account scoring 0 lifts B's rank to 66.7 although B itself did not change.
-    apply(scored, group("d1", "D", {"name": "Delta"}, days_ago=0))
+    segment = segment_of(scored, cond("metric:percentile_rank", "less_than", 60))
+    # Ranked among the active accounts: A (100) 100, B (36) 0; C scores 0 and has no rank,
+    # which no comparison matches.
+    assert members(segment) == {"B"}
+    # A new account as active as A (its user at the p90, which stays where it was for a1):
+    # A's rank falls to 50, shared with D, although A itself was not recomputed.
+    apply(
+        scored,
+        group("d1", "D", {"name": "Delta"}, days_ago=0),
+        track("d1", "Login", times=3, days_ago=0),
+    )
     refresh_incrementally(scored)
-    assert members(segment) == {"A", "B"}
+    assert members(segment) == {"A", "B", "D"}
 
 
 def test_within_last_days_counts_the_whole_of_today(scored):

@@ -201,8 +201,9 @@ def test_list_query_count_does_not_grow_with_the_page(read, acme, django_assert_
         join(segment, account=account, joined_at=timezone.now())
 
     # token, token touch, workspace (+ weights), counts x2, ids, rows, unscored, segments,
-    # the workspace's features and activation steps, the page's parents and children
-    with django_assert_max_num_queries(14):
+    # the workspace's features and activation steps, the page's parents and children, and
+    # the first seen of those without a stored point yesterday (score_yesterday)
+    with django_assert_max_num_queries(15):
         response = read(
             acme,
             "/v2/accounts",

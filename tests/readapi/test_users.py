@@ -153,7 +153,7 @@ def test_list_query_count_does_not_grow_with_the_page(read, acme, django_assert_
         join(segment, user=user, joined_at=timezone.now())
 
     # As for accounts, plus one each for the workspace's features and activation steps.
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):
         response = read(
             acme,
             "/v2/users",
