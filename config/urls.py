@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.admin_lookups import view_on_site
@@ -23,6 +25,12 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
+    # Browsers ask for /favicon.ico whatever the page links: the service's icon, not a 404.
+    path(
+        "favicon.ico",
+        RedirectView.as_view(url=static("dashboard/favicon.svg"), permanent=True),
+        name="favicon",
+    ),
     path("metrics", metrics_view, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),

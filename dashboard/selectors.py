@@ -1,5 +1,6 @@
-"""Reads for the dashboard: a workspace at a glance, and the account list with its search,
-filters and sorting (the pages of one account, user or segment: dashboard.record_selectors).
+"""Reads for the dashboard: a workspace at a glance, and the accounts and users lists with their
+search, filters and sorting, one parameterised query for both (the pages of one account, user
+or segment: dashboard.record_selectors).
 
 Always given a workspace (or a record) the caller has already scoped to the signed-in user's
 products; nothing here checks who asks. Names and last-seen times follow
@@ -27,16 +28,29 @@ from django.db.models.functions import Cast, Coalesce, Lower
 from django.utils import timezone
 
 from engagement.bands import BANDS, Band, band_by_key, band_of, is_cold, is_hot
-from engagement.models import Account, AccountScore, EventDayTally, SegmentMember, Workspace
+from engagement.models import (
+    Account,
+    AccountScore,
+    EventDayTally,
+    SegmentMember,
+    User,
+    UserScore,
+    Workspace,
+)
 from engagement.presentation import (
     ScoredAccount,
+    ScoredUser,
     account_last_seen,
     account_name,
     trait_text,
+    user_last_seen,
+    user_name,
 )
+from engagement.ranking import account_counts, user_counts
 from engagement.selectors import (
     WorkspaceStats,
     account_list_ranked,
+    user_list_ranked,
     workspace_stats,
 )
 from engagement.stored_json import json_for_reading, read_account_filter, read_traits
@@ -52,8 +66,10 @@ OVERVIEW_CACHE_SECONDS = 60
 LIST_COUNTS_CACHE_SECONDS = 10
 TOP_EVENTS = 10
 TOP_MOVERS = 5
-# How the account list can be ordered: key -> the annotation it sorts on. Ties by id.
+# How the accounts (users) list can be ordered, each the name of the annotation it sorts on; ties
+# by id. "name" is the stored natural key of the displayed name (User/Account.name_key).
 ACCOUNT_SORTS = ("score", "change", "name", "last_seen", "active_users")
+USER_SORTS = ("score", "change", "name", "last_seen")
 
 
 def _today() -> date:
@@ -185,13 +201,14 @@ def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
     return cached_for_workspace("workspace-overview", workspace, compute, OVERVIEW_CACHE_SECONDS)
 
 
-# --- Account list -----------------------------------------------------------------------------
+# --- Accounts and users lists ------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class AccountQuery:
-    """What the account list shows: a search (name, domain or tracking id), a segment, a health
-    band, and an order (descending unless `ascending`)."""
+class ListQuery:
+    """What the accounts (or users) list shows: a search (name, domain or tracking id; a user's
+    name, email or tracking id), a segment, a health band, and an order (descending unless
+    `ascending`)."""
 
     search: str = ""
     segment_id: int | None = None
@@ -236,8 +253,35 @@ class AccountRow:
 
 
 @dataclass(frozen=True, slots=True)
-class AccountListPage:
-    rows: list[AccountRow]
+class UserRow:
+    id: int
+    tracking_id: str
+    name: str | None  # engagement.presentation.user_name: name, first and last name, or email
+    email: str
+    score: int
+    change: int
+    last_seen: datetime | None
+    traits: dict = field(default_factory=dict)
+
+    @property
+    def heating(self) -> bool:
+        return is_hot(self.change)
+
+    @property
+    def cooling(self) -> bool:
+        return is_cold(self.change)
+
+    @property
+    def band(self) -> Band:
+        return band_of(self.score)
+
+    def trait(self, name: str) -> object:
+        return self.traits.get(name)
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    rows: list  # AccountRow or UserRow
     total: int
     page: int
     per_page: int
@@ -247,50 +291,77 @@ class AccountListPage:
         return max(1, -(-self.total // self.per_page))
 
 
-def _account_queryset(workspace: Workspace, query: AccountQuery) -> QuerySet[Account]:
-    accounts = accounts_admitted(
+def _subjects(workspace: Workspace, target: str) -> QuerySet:
+    """The workspace's accounts (those its account filter admits) or users (the product's)."""
+    if target == "users":
+        return User.objects.filter(product_id=workspace.product_id)
+    return accounts_admitted(
         Account.objects.filter(product_id=workspace.product_id), read_account_filter(workspace)
     )
-    accounts = accounts.annotate(
+
+
+# What a search matches, per list: columns (case-insensitive) and traits (lower-cased).
+_SEARCH_COLUMNS = {"accounts": ("tracking_id",), "users": ("tracking_id", "email")}
+_SEARCH_TRAITS = {"accounts": ("name", "domain"), "users": ("name", "firstName", "lastName")}
+
+
+def _list_queryset(workspace: Workspace, query: ListQuery, target: str) -> QuerySet:
+    """The accounts ("accounts") or users ("users") the query selects, with their score in the
+    workspace, in the query's order."""
+    sorts = USER_SORTS if target == "users" else ACCOUNT_SORTS
+    if query.sort not in sorts:
+        raise ValueError(f"unknown sort {query.sort!r}")
+    subjects = _subjects(workspace, target).annotate(
         ws=FilteredRelation("scores", condition=Q(scores__workspace_id=workspace.id))
-    ).annotate(
+    )
+    subjects = subjects.annotate(
         score=Coalesce(F("ws__engagement_score"), Value(0)),
         change=Coalesce(F("ws__score_change"), Value(0)),
-        active_users=Coalesce(F("ws__active_users"), Value(0)),
-        total_users=Coalesce(F("ws__total_users"), Value(0)),
-        last_seen=F("ws__last_seen"),
-        name=TraitText("name", "traits"),
-        domain=TraitText("domain", "traits"),
     )
+    if target == "users":
+        # The user row's time is written as events are applied; the score row's is a copy.
+        subjects = subjects.annotate(seen=Coalesce(F("last_seen_at"), F("ws__last_seen")))
+    else:
+        subjects = subjects.annotate(
+            active_users=Coalesce(F("ws__active_users"), Value(0)),
+            total_users=Coalesce(F("ws__total_users"), Value(0)),
+            seen=F("ws__last_seen"),
+            domain=TraitText("domain", "traits"),
+        )
     term = query.search.strip().lower()
     if term:
-        accounts = accounts.alias(
-            name_lower=Lower(TraitText("name", "traits")),
-            domain_lower=Lower(TraitText("domain", "traits")),
-        ).filter(
-            Q(tracking_id__icontains=term)
-            | Q(name_lower__contains=term)
-            | Q(domain_lower__contains=term)
-        )
+        lowered = {
+            f"{name}_lower": Lower(TraitText(name, "traits")) for name in _SEARCH_TRAITS[target]
+        }
+        matches = Q()
+        for column in _SEARCH_COLUMNS[target]:
+            matches |= Q(**{f"{column}__icontains": term})
+        for alias in lowered:
+            matches |= Q(**{f"{alias}__contains": term})
+        subjects = subjects.alias(**lowered).filter(matches)
     if query.segment_id is not None:
         members = SegmentMember.objects.filter(segment_id=query.segment_id)
-        accounts = accounts.filter(id__in=members.values("account_id"))
+        key = "user_id" if target == "users" else "account_id"
+        subjects = subjects.filter(id__in=members.values(key))
     band = band_by_key(query.band)
     if band is not None:
-        accounts = accounts.filter(score__gte=band.floor, score__lte=band.ceiling)
-    if query.sort not in ACCOUNT_SORTS:
-        raise ValueError(f"unknown sort {query.sort!r}")
-    column = F(query.sort)
+        subjects = subjects.filter(score__gte=band.floor, score__lte=band.ceiling)
+    if query.sort == "name":
+        # Never NULL: no NULLS FIRST/LAST, which would keep the (product, name_key, id) index
+        # from giving the order (read forwards, or backwards when descending).
+        direction = "" if query.ascending else "-"
+        return subjects.order_by(f"{direction}name_key", f"{direction}id")
+    column = F("seen" if query.sort == "last_seen" else query.sort)
     if query.ascending:
         order = column.asc(nulls_first=True)
         tie = "id"
     else:
         order = column.desc(nulls_last=True)
         tie = "id" if query.sort == "score" else "-id"
-    return accounts.order_by(order, tie)
+    return subjects.order_by(order, tie)
 
 
-def _row(account: Account) -> AccountRow:
+def _account_row(account: Account) -> AccountRow:
     traits = read_traits(account)
     return AccountRow(
         id=account.id,
@@ -301,12 +372,26 @@ def _row(account: Account) -> AccountRow:
         change=account.change,
         active_users=account.active_users,
         total_users=account.total_users,
-        last_seen=account.last_seen,
+        last_seen=account.seen,
         traits=traits,
     )
 
 
-def _ranked_row(found: ScoredAccount) -> AccountRow:
+def _user_row(user: User) -> UserRow:
+    traits = read_traits(user)
+    return UserRow(
+        id=user.id,
+        tracking_id=user.tracking_id,
+        name=user_name(traits, user.email),
+        email=user.email,
+        score=user.score,
+        change=user.change,
+        last_seen=user.seen,
+        traits=traits,
+    )
+
+
+def _ranked_account_row(found: ScoredAccount) -> AccountRow:
     score = found.score
     return AccountRow(
         id=found.account.id,
@@ -322,64 +407,110 @@ def _ranked_row(found: ScoredAccount) -> AccountRow:
     )
 
 
-def account_list_page(
-    *, workspace: Workspace, query: AccountQuery, page: int, per_page: int
-) -> AccountListPage:
-    """One page (from 1) of the workspace's accounts as the query asks.
+def _ranked_user_row(found: ScoredUser) -> UserRow:
+    score = found.score
+    return UserRow(
+        id=found.user.id,
+        tracking_id=found.user.tracking_id,
+        name=user_name(found.traits, found.user.email),
+        email=found.user.email,
+        score=score.engagement_score,
+        change=score.score_change,
+        last_seen=user_last_seen(found.user, score),
+        traits=found.traits,
+    )
 
-    The plain ranking (no search or filter, highest score first) pages through the rank index
-    from cached bookmarks, so a deep page costs what the first one does; a search or a filter
-    narrows the accounts before they are sorted.
+
+def account_list_page(
+    *, workspace: Workspace, query: ListQuery, page: int, per_page: int
+) -> ListPage:
+    """One page (from 1) of the workspace's accounts as the query asks (see _list_page)."""
+    return _list_page(workspace, query, page, per_page, "accounts")
+
+
+def user_list_page(
+    *, workspace: Workspace, query: ListQuery, page: int, per_page: int
+) -> ListPage:
+    """One page (from 1) of the workspace's users (every user of its product) as the query
+    asks, paged as the accounts list is (see _list_page)."""
+    return _list_page(workspace, query, page, per_page, "users")
+
+
+def _list_page(
+    workspace: Workspace, query: ListQuery, page: int, per_page: int, target: str
+) -> ListPage:
+    """The plain ranking (no search or filter, highest score first) pages through the rank
+    index from cached bookmarks, so a deep page costs what the first one does; a segment by
+    score leads with the rank index too; a sort by name pages through the (product, name_key,
+    id) index; a search or another filter narrows the rows before they are sorted.
     """
     offset = (page - 1) * per_page
+    users = target == "users"
     if query.is_plain_ranking:
-        ranked = account_list_ranked(
+        ranked = (user_list_ranked if users else account_list_ranked)(
             workspace=workspace,
             offset=offset,
             limit=per_page,
             counts_cache_seconds=LIST_COUNTS_CACHE_SECONDS,
         )
-        rows = [_ranked_row(item) for item in ranked.items]
-        return AccountListPage(rows=rows, total=ranked.total, page=page, per_page=per_page)
+        to_row = _ranked_user_row if users else _ranked_account_row
+        rows = [to_row(item) for item in ranked.items]
+        return ListPage(rows=rows, total=ranked.total, page=page, per_page=per_page)
     if query.segment_id is not None and not query.search.strip() and query.sort == "score":
-        return _segment_page(workspace, query, page, per_page)
-    accounts = _account_queryset(workspace, query)
+        return _segment_page(workspace, query, page, per_page, target)
+    subjects = _list_queryset(workspace, query, target)
     if query.search.strip():
-        # A search reads every account's name and domain: the total is counted in that same
-        # scan rather than in a second one.
-        found = list(accounts.annotate(matched=Window(Count("id")))[offset : offset + per_page])
-        total = found[0].matched if found else (accounts.count() if offset else 0)
+        # A search reads every name: the total is counted in that same scan rather than in a
+        # second one.
+        found = list(subjects.annotate(matched=Window(Count("id")))[offset : offset + per_page])
+        total = found[0].matched if found else (subjects.count() if offset else 0)
     else:
-        total = accounts.count()
-        found = list(accounts[offset : offset + per_page])
-    rows = [_row(account) for account in found]
-    return AccountListPage(rows=rows, total=total, page=page, per_page=per_page)
+        if query.segment_id is None and not query.band:
+            # Every account (user) of the workspace in another order: the cached total of the
+            # plain ranking, not a count of a million rows on each page.
+            total = _cached_total(workspace, target)
+        else:
+            total = subjects.count()
+        found = list(subjects[offset : offset + per_page])
+    to_row = _user_row if users else _account_row
+    return ListPage(rows=[to_row(s) for s in found], total=total, page=page, per_page=per_page)
+
+
+def _cached_total(workspace: Workspace, target: str) -> int:
+    if target == "users":
+        return user_counts(workspace, LIST_COUNTS_CACHE_SECONDS)[1]
+    return account_counts(workspace, LIST_COUNTS_CACHE_SECONDS)[2]
 
 
 def _segment_page(
-    workspace: Workspace, query: AccountQuery, page: int, per_page: int
-) -> AccountListPage:
-    """A segment's accounts by score. Members are accounts the workspace has scored (segments
+    workspace: Workspace, query: ListQuery, page: int, per_page: int, target: str
+) -> ListPage:
+    """A segment's members by score. Members are subjects the workspace has scored (segments
     select among score rows), so the rank index leads and each row is checked for membership:
     the first pages of a segment of 25,000 read a few dozen index entries, not every member."""
-    members = SegmentMember.objects.filter(segment_id=query.segment_id).values("account_id")
-    scores = AccountScore.objects.filter(workspace_id=workspace.id, account_id__in=members)
+    key, relation = ("user_id", "user") if target == "users" else ("account_id", "account")
+    score_model = UserScore if target == "users" else AccountScore
+    members = SegmentMember.objects.filter(segment_id=query.segment_id).values(key)
+    scores = score_model.objects.filter(workspace_id=workspace.id, **{f"{key}__in": members})
     band = band_by_key(query.band)
     if band is not None:
         scores = scores.filter(engagement_score__gte=band.floor, engagement_score__lte=band.ceiling)
     direction = "" if query.ascending else "-"
     offset = (page - 1) * per_page
-    found = scores.select_related("account").order_by(f"{direction}engagement_score", "account_id")
-    rows = [
-        _ranked_row(ScoredAccount(score.account, read_traits(score.account), score))
-        for score in found[offset : offset + per_page]
-    ]
-    return AccountListPage(rows=rows, total=scores.count(), page=page, per_page=per_page)
+    found = scores.select_related(relation).order_by(f"{direction}engagement_score", key)
+    rows = []
+    for score in found[offset : offset + per_page]:
+        subject = getattr(score, relation)
+        if target == "users":
+            rows.append(_ranked_user_row(ScoredUser(subject, read_traits(subject), score)))
+        else:
+            rows.append(_ranked_account_row(ScoredAccount(subject, read_traits(subject), score)))
+    return ListPage(rows=rows, total=scores.count(), page=page, per_page=per_page)
 
 
 def account_list_all(
-    *, workspace: Workspace, query: AccountQuery, chunk: int = 2000
+    *, workspace: Workspace, query: ListQuery, chunk: int = 2000
 ) -> Iterator[AccountRow]:
     """Every account the query selects, in its order (for an export)."""
-    for account in _account_queryset(workspace, query).iterator(chunk_size=chunk):
-        yield _row(account)
+    for account in _list_queryset(workspace, query, "accounts").iterator(chunk_size=chunk):
+        yield _account_row(account)

@@ -28,6 +28,7 @@ urlpatterns = [
         views.AccountView.as_view(),
         name="account",
     ),
+    path("w/<int:workspace_id>/users/", views.UserListView.as_view(), name="users"),
     path("w/<int:workspace_id>/users/<int:user_id>/", views.UserView.as_view(), name="user"),
     path("w/<int:workspace_id>/segments/", views.SegmentListView.as_view(), name="segments"),
     path(

@@ -28,7 +28,7 @@ from dashboard.charts import (
     score_chart,
     segment_changes_chart,
 )
-from dashboard.forms import PER_PAGE, AccountListForm
+from dashboard.forms import PER_PAGE, AccountListForm, ListForm, UserListForm
 from engagement import health, selectors
 from engagement.activation import activation_progress
 from engagement.features import features_used
@@ -47,12 +47,14 @@ from engagement.presentation import (
     MARKETPLACE_PREFIX,
     account_last_seen,
     account_name,
+    condition_text,
     split_traits,
     trait_text,
     user_last_seen,
     user_name,
 )
 from engagement.scoping import ProductScopedView
+from engagement.score_basis import account_score_basis
 from engagement.stored_json import read_conditions
 
 # The score chart's spans, in days: the workspace's window is one of 1, 7, 30.
@@ -140,28 +142,43 @@ class OverviewView(WorkspaceView):
         )
 
 
-class AccountListView(WorkspaceView):
-    template_name = "dashboard/accounts.html"
+# Traits shown as columns of the account list (and in its export), when an account has them.
+TRAIT_COLUMNS = (
+    "plan",
+    "status",
+    f"{MARKETPLACE_PREFIX}licenseType",
+    f"{MARKETPLACE_PREFIX}status",
+)
 
-    def query(self) -> tuple[AccountListForm, dict, page_selectors.AccountQuery]:
-        form = AccountListForm(self.request.GET)
+
+class SubjectListView(WorkspaceView):
+    """The accounts list and the users list: one search, segment and band filter, sort and pager
+    (dashboard.selectors._list_page); a subclass names its target, form and rows' columns."""
+
+    target = ""  # a Segment.Target: "accounts" or "users"
+    form_class: type[ListForm] = ListForm
+    trait_columns: tuple[str, ...] = ()
+
+    def query(self) -> tuple[ListForm, dict, page_selectors.ListQuery]:
+        form = self.form_class(self.request.GET)
         values = form.values()
         query = form.query()
         if query.segment_id is not None:
             segment = self.scoped_segment(query.segment_id)
-            if segment.target != Segment.Target.ACCOUNTS:
-                raise Http404("That segment holds users, not accounts.")
+            if segment.target != self.target:
+                raise Http404(f"That segment holds {segment.target}, not {self.target}.")
         return form, values, query
+
+    def list_page(self, query: page_selectors.ListQuery, page: int) -> page_selectors.ListPage:
+        raise NotImplementedError
 
     def get(self, request: HttpRequest) -> HttpResponse:
         form, values, query = self.query()
-        page = page_selectors.account_list_page(
-            workspace=self.workspace, query=query, page=values["page"], per_page=PER_PAGE
-        )
+        page = self.list_page(query, values["page"])
         params = request.GET.copy()
         params.pop("page", None)
         sort_links = {}
-        for name in page_selectors.ACCOUNT_SORTS:
+        for name in self.form_class.sorts:
             link = request.GET.copy()
             link.pop("page", None)
             same = values["sort"] == name
@@ -171,7 +188,7 @@ class AccountListView(WorkspaceView):
         segments = [
             s
             for s in record_selectors.segments_for_workspace(workspace=self.workspace)
-            if s.target == Segment.Target.ACCOUNTS
+            if s.target == self.target
         ]
         return self.render(
             {
@@ -179,25 +196,40 @@ class AccountListView(WorkspaceView):
                 "values": values,
                 "page": page,
                 "rows": [
-                    (row, [trait_text(row.trait(n)) for n in TRAIT_COLUMNS]) for row in page.rows
+                    (row, [trait_text(row.trait(n)) for n in self.trait_columns])
+                    for row in page.rows
                 ],
                 "page_offset": (page.page - 1) * page.per_page,
                 "query_string": params.urlencode(),
                 "sort_links": sort_links,
                 "segments": segments,
-                "trait_columns": TRAIT_COLUMNS,
+                "trait_columns": self.trait_columns,
                 "filtered": not query.is_plain_ranking,
             }
         )
 
 
-# Traits shown as columns of the account list (and in its export), when an account has them.
-TRAIT_COLUMNS = (
-    "plan",
-    "status",
-    f"{MARKETPLACE_PREFIX}licenseType",
-    f"{MARKETPLACE_PREFIX}status",
-)
+class AccountListView(SubjectListView):
+    template_name = "dashboard/accounts.html"
+    target = Segment.Target.ACCOUNTS
+    form_class = AccountListForm
+    trait_columns = TRAIT_COLUMNS
+
+    def list_page(self, query: page_selectors.ListQuery, page: int) -> page_selectors.ListPage:
+        return page_selectors.account_list_page(
+            workspace=self.workspace, query=query, page=page, per_page=PER_PAGE
+        )
+
+
+class UserListView(SubjectListView):
+    template_name = "dashboard/users.html"
+    target = Segment.Target.USERS
+    form_class = UserListForm
+
+    def list_page(self, query: page_selectors.ListQuery, page: int) -> page_selectors.ListPage:
+        return page_selectors.user_list_page(
+            workspace=self.workspace, query=query, page=page, per_page=PER_PAGE
+        )
 
 
 def _subject_context(
@@ -253,6 +285,7 @@ class AccountView(WorkspaceView):
         segments = selectors.segment_memberships_by_target(
             workspace=self.workspace, account_ids=[account.id]
         ).get(account.id, [])
+        tree = account_tree(account=account)
         return self.render(
             {
                 **shared,
@@ -260,7 +293,10 @@ class AccountView(WorkspaceView):
                 "name": account_name(found.traits) or account.tracking_id,
                 "users": record_selectors.account_users(workspace=self.workspace, account=account),
                 "segments": segments,
-                "tree": account_tree(account=account),
+                "tree": tree,
+                "score_basis": account_score_basis(found.score).sentence(
+                    with_accounts_under=bool(tree.children)
+                ),
             }
         )
 
@@ -316,7 +352,7 @@ class SegmentView(WorkspaceView):
             page = 1
         # A page past 2**31 would overflow the database's OFFSET: the first page, as for "x".
         page = page if whole_fault(page, least=1) is None else 1
-        members = selectors.segment_member_list(
+        members = record_selectors.segment_member_rows(
             segment=segment,
             offset=(page - 1) * SEGMENT_MEMBERS_PER_PAGE,
             limit=SEGMENT_MEMBERS_PER_PAGE,
@@ -332,7 +368,7 @@ class SegmentView(WorkspaceView):
                 "changes_chart": segment_changes_chart(
                     changes, target=segment.get_target_display(), days=SEGMENT_CHANGE_DAYS
                 ),
-                "conditions": read_conditions(segment),
+                "conditions": [condition_text(c) for c in read_conditions(segment)],
             }
         )
 

@@ -9,10 +9,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from django.db import connection
 from django.utils import timezone
 
 from engagement import bulk
+from engagement.backends import database_backend
 from engagement.models import Account, Membership, User
+from engagement.presentation import account_name_key, natural_sort_key, user_name_key
+from engagement.track_staging import StagedTracks
 
 IN_CHUNK = 5000
 
@@ -34,6 +38,7 @@ class UserState:
     traits: dict | None = None  # loaded only for users whose traits this batch merges
     trait_times: dict | None = None
     changed: bool = False  # traits, identity, first seen or links: written back
+    tracking_id: str = ""  # for the name key when the traits name no one
 
 
 @dataclass(slots=True)
@@ -44,6 +49,7 @@ class AccountState:
     trait_times: dict | None = None
     changed: bool = False
     created: bool = False  # made by this call, as not yet identified
+    tracking_id: str = ""  # for the name key when the traits name none
 
 
 def users_lock_or_create(
@@ -69,16 +75,21 @@ def users_lock_or_create(
                 "trait_times",
                 "identified",
                 "email",
+                "name_key",
                 "created_at",
                 "updated_at",
             ),
-            [(product_id, tid, {}, {}, False, "", now, now) for tid in sorted(missing)],
+            [
+                (product_id, tid, {}, {}, False, "", natural_sort_key(tid), now, now)
+                for tid in sorted(missing)
+            ],
         )
         rows += bulk.select_in(
             User, columns, product_id=product_id, tracking_ids=missing, lock=True
         )
     users = {
-        tid: UserState(uid, identified, first_seen) for uid, tid, identified, first_seen in rows
+        tid: UserState(uid, identified, first_seen, tracking_id=tid)
+        for uid, tid, identified, first_seen in rows
     }
     if with_traits:
         for tid, traits, trait_times in bulk.select_in(
@@ -110,7 +121,7 @@ def accounts_lock_or_create(
                 tracking_ids=ids & lock,
                 lock=True,
             ):
-                found[tid] = AccountState(aid, identified, traits, trait_times)
+                found[tid] = AccountState(aid, identified, traits, trait_times, tracking_id=tid)
         if ids - lock:
             for aid, tid, identified in bulk.select_in(
                 Account,
@@ -119,7 +130,7 @@ def accounts_lock_or_create(
                 tracking_ids=ids - lock,
                 lock=False,
             ):
-                found[tid] = AccountState(aid, identified)
+                found[tid] = AccountState(aid, identified, tracking_id=tid)
 
     load(tracking_ids)
     missing = tracking_ids - found.keys()
@@ -133,10 +144,14 @@ def accounts_lock_or_create(
                 "traits",
                 "trait_times",
                 "identified",
+                "name_key",
                 "created_at",
                 "updated_at",
             ),
-            [(product_id, tid, {}, {}, False, now, now) for tid in sorted(missing)],
+            [
+                (product_id, tid, {}, {}, False, natural_sort_key(tid), now, now)
+                for tid in sorted(missing)
+            ],
         )
         load(missing)
         for tid in missing & found.keys():
@@ -188,6 +203,48 @@ def links_upsert(links: dict[tuple[int, int], datetime]) -> None:
     )
 
 
+# The (user, account) pairs that staged tracks (engagement/track_staging) name together and that
+# have no link yet, each with the latest time of those tracks: one statement per call, whatever the
+# number of tracks, and in the steady state no rows (the pairs are linked already). Parameters
+# `users` and `accounts` map tracking ids to ids as in event_store.staged_events_select.
+_STAGED_PAIRS_UNLINKED = """
+    WITH named (user_tid, group_tid, ms) AS (
+            SELECT user_tracking_id, account_tracking_id, max(timestamp_ms) FROM {staged}
+            WHERE account_tracking_id IS NOT NULL
+            GROUP BY user_tracking_id, account_tracking_id),
+         users AS ({users}),
+         accounts AS ({accounts})
+    SELECT users.id, accounts.id, max(named.ms)
+    FROM named
+    JOIN users ON users.tid = named.user_tid
+    JOIN accounts ON accounts.tid = named.group_tid
+    WHERE NOT EXISTS (SELECT 1 FROM engagement_membership m
+                      WHERE m.user_id = users.id AND m.account_id = accounts.id)
+    GROUP BY users.id, accounts.id"""
+
+
+def staged_links_missing(
+    users: dict[str, int], accounts: dict[str, int]
+) -> dict[tuple[int, int], datetime]:
+    """The links that the staged tracks naming an account (`context.groupId`) call for: their
+    user and that account, where the two are not linked yet, at the latest time of those tracks.
+    `users` and `accounts` map the staged tracking ids to ids. Written with links_upsert, as a
+    group call's links are, so a track links exactly as a group call without traits would; a
+    link that exists already is left as it is (its time is the calls', not every track's)."""
+    if not accounts:
+        return {}
+    dialect = database_backend().dialect
+    sql = _STAGED_PAIRS_UNLINKED.format(
+        staged=StagedTracks.TABLE,
+        users=dialect.json_object_rows("%(users)s"),
+        accounts=dialect.json_object_rows("%(accounts)s"),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"users": json.dumps(users), "accounts": json.dumps(accounts)})
+        rows = cursor.fetchall()
+    return {(user_id, account_id): ms_to_datetime(ms) for user_id, account_id, ms in rows}
+
+
 # Which account an event counts for when its message names none: its user's most recently
 # linked account (ties: the larger account id). The one definition of the rule, as SQL both
 # databases run, for the users `{users}` selects (a subquery): event_store.staged_events_select.
@@ -210,8 +267,17 @@ def users_write(users: Iterable[UserState], now: datetime) -> None:
     merged = [u for u in changed if u.traits is not None]
     bulk.update_by_id(
         User,
-        ("traits", "trait_times", "email"),
-        [(u.id, u.traits, u.trait_times, _user_email(u.traits)) for u in merged],
+        ("traits", "trait_times", "email", "name_key"),
+        [
+            (
+                u.id,
+                u.traits,
+                u.trait_times,
+                _user_email(u.traits),
+                user_name_key(u.traits, _user_email(u.traits), u.tracking_id),
+            )
+            for u in merged
+        ],
     )
 
 
@@ -219,9 +285,16 @@ def accounts_write(accounts: Iterable[AccountState], now: datetime) -> None:
     changed = sorted((a for a in accounts if a.changed), key=lambda a: a.id)
     bulk.update_by_id(
         Account,
-        ("identified", "traits", "trait_times", "updated_at"),
+        ("identified", "traits", "trait_times", "name_key", "updated_at"),
         [
-            (a.id, a.identified, a.traits, a.trait_times, now)
+            (
+                a.id,
+                a.identified,
+                a.traits,
+                a.trait_times,
+                account_name_key(a.traits, a.tracking_id),
+                now,
+            )
             for a in changed
             if a.traits is not None
         ],

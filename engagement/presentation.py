@@ -1,11 +1,12 @@
 """How an account or a user is presented, the same in the read API, the dashboard and the admin:
-its display name, its last-seen time, a trait value as text, and which traits are the
-marketplace license's.
+its display name and the key its name sorts by, its last-seen time, a trait value as text, which
+traits are the marketplace license's, and a segment's (or an automation's) condition in words.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -17,6 +18,11 @@ if TYPE_CHECKING:  # imported by apps' modules loaded before the models are read
 MARKETPLACE_PREFIX = "am."
 # The group trait that names an account's parent (engagement/hierarchy).
 PARENT_TRAIT = "parent_group_id"
+# A name's sort key: digit runs padded to this many digits ("company 2" before "company 10"), the
+# whole cut to the column's length (User.name_key, Account.name_key).
+NAME_KEY_DIGITS = 12
+NAME_KEY_LENGTH = 255
+_DIGIT_RUN = re.compile(r"\d+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +73,24 @@ def user_name(traits: dict, email: str | None) -> str | None:
     return _string(traits.get("name")) or full or _string(email)
 
 
+def natural_sort_key(name: str) -> str:
+    """The key a displayed name sorts by, in natural order: lower-cased, every run of digits
+    zero-padded to NAME_KEY_DIGITS ("Company 2" -> "company 000000000002"), so that the
+    database's plain text order of the keys puts "Company 2" before "Company 10"."""
+    padded = _DIGIT_RUN.sub(lambda run: run.group().zfill(NAME_KEY_DIGITS), name.lower())
+    return padded[:NAME_KEY_LENGTH]
+
+
+def account_name_key(traits: dict, tracking_id: str) -> str:
+    """The sort key of the name a page shows for an account: its name, else its tracking id."""
+    return natural_sort_key(account_name(traits) or tracking_id)
+
+
+def user_name_key(traits: dict, email: str | None, tracking_id: str) -> str:
+    """The sort key of the name a page shows for a user: user_name, else the tracking id."""
+    return natural_sort_key(user_name(traits, email) or tracking_id)
+
+
 def account_last_seen(score: AccountScore | None) -> datetime | None:
     """An account's last-seen time: the latest event of the account the scoring engine has
     seen (an account row keeps no time of its own)."""
@@ -100,3 +124,68 @@ def split_traits(traits: dict) -> tuple[list[tuple[str, str]], list[tuple[str, s
     own = sorted((k, trait_text(v)) for k, v in traits.items() if not is_marketplace_trait(k))
     license_ = sorted((k, trait_text(v)) for k, v in traits.items() if is_marketplace_trait(k))
     return own, license_
+
+
+# --- Conditions in words ----------------------------------------------------------------------
+
+# The metrics a condition can test (engagement/segment_conditions.py), as a page names them.
+METRIC_WORDS = {
+    "engagement_score": "score",
+    "score_change": "score change",
+    "raw_score": "raw score",
+    "percentile_rank": "percentile rank",
+    "active_days": "active days",
+    "events_in_window": "events in the window",
+    "adoption": "adoption",
+    "last_seen": "last seen",
+    "tenure_days": "days since created",
+    "active_users": "active users",
+    "total_users": "users",
+    "active_user_share": "share of active users",
+}
+OPERATOR_WORDS = {
+    "equals": "equals",
+    "not_equals": "does not equal",
+    "contains": "contains",
+    "greater_than": "greater than",
+    "less_than": "less than",
+    "is_set": "is set",
+    "is_not_set": "is not set",
+}
+
+
+def _value_words(value: object) -> str:
+    return trait_text(value) if value is not None else "nothing"
+
+
+def _plural(count: object, one: str, many: str) -> str:
+    return f"{trait_text(count)} {one if count == 1 else many}"
+
+
+def condition_text(condition: dict) -> str:
+    """A condition as a sentence: "plan equals pro", "score greater than 74", "Report_Created at
+    least 3 times in the last 7 days", "last seen within the last 30 days". One that is not a
+    condition the language knows (stored before a check, or broken) is shown as its JSON."""
+    field = condition.get("field")
+    operator = condition.get("operator")
+    value = condition.get("value")
+    if not isinstance(field, str) or ":" not in field or not isinstance(operator, str):
+        return trait_text(condition)
+    kind, name = field.split(":", 1)
+    if kind == "event" and operator == "count_at_least":
+        days = condition.get("within_last_days")
+        since = " ever" if days is None else f" in the last {_plural(days, 'day', 'days')}"
+        return f"{name} at least {_plural(value, 'time', 'times')}{since}"
+    if kind == "metric":
+        name = METRIC_WORDS.get(name, name)
+    elif kind != "trait":
+        return trait_text(condition)
+    if operator in ("is_set", "is_not_set"):
+        return f"{name} {OPERATOR_WORDS[operator]}"
+    if operator == "within_last_days":
+        return f"{name} within the last {_plural(value, 'day', 'days')}"
+    if operator == "more_than_days_ago":
+        return f"{name} more than {_plural(value, 'day', 'days')} ago"
+    if operator in OPERATOR_WORDS:
+        return f"{name} {OPERATOR_WORDS[operator]} {_value_words(value)}"
+    return trait_text(condition)

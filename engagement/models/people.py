@@ -3,6 +3,7 @@
 from django.db import models
 
 from engagement.models.products import Product
+from engagement.presentation import NAME_KEY_LENGTH, account_name_key, user_name_key
 
 
 class TraitsMixin(models.Model):
@@ -17,6 +18,9 @@ class TraitsMixin(models.Model):
 
 # The product needs no index of its own on users and accounts: the unique (product, tracking_id)
 # key leads with it, and every index less is one write less per row the workers store.
+# `name_key` is the natural sort key of the name a page shows (engagement.presentation): written
+# with the traits wherever they are written (engagement/people_rows.py, save() here), indexed
+# after the product so that the lists sorted by name page through an index, not a sort.
 
 
 class User(TraitsMixin):
@@ -31,6 +35,9 @@ class User(TraitsMixin):
     last_seen_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    name_key = models.CharField(
+        max_length=NAME_KEY_LENGTH, blank=True, default="", db_default="", editable=False
+    )
 
     class Meta:
         constraints = [
@@ -42,10 +49,19 @@ class User(TraitsMixin):
             models.Index(fields=["product", "email"], name="user_email_idx"),
             # Scoring finds users whose traits or links changed since its watermark.
             models.Index(fields=["product", "updated_at"], name="user_product_updated_idx"),
+            models.Index(fields=["product", "name_key", "id"], name="user_name_key_idx"),
         ]
 
     def __str__(self) -> str:
         return self.tracking_id
+
+    def save(self, *args, **kwargs) -> None:
+        self.name_key = user_name_key(
+            self.traits if isinstance(self.traits, dict) else {}, self.email, self.tracking_id
+        )
+        if kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "name_key"}
+        super().save(*args, **kwargs)
 
 
 class Account(TraitsMixin):
@@ -61,6 +77,9 @@ class Account(TraitsMixin):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    name_key = models.CharField(
+        max_length=NAME_KEY_LENGTH, blank=True, default="", db_default="", editable=False
+    )
 
     class Meta:
         constraints = [
@@ -69,11 +88,20 @@ class Account(TraitsMixin):
             )
         ]
         indexes = [
-            models.Index(fields=["product", "updated_at"], name="account_product_updated_idx")
+            models.Index(fields=["product", "updated_at"], name="account_product_updated_idx"),
+            models.Index(fields=["product", "name_key", "id"], name="account_name_key_idx"),
         ]
 
     def __str__(self) -> str:
         return self.tracking_id
+
+    def save(self, *args, **kwargs) -> None:
+        self.name_key = account_name_key(
+            self.traits if isinstance(self.traits, dict) else {}, self.tracking_id
+        )
+        if kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "name_key"}
+        super().save(*args, **kwargs)
 
 
 class Membership(models.Model):

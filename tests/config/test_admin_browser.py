@@ -114,3 +114,40 @@ def test_every_change_list_and_the_connection_pages_fit_1280_px(live_server, req
             browser.close()
 
     assert not too_wide, "\n".join(f"{k}: {v}" for k, v in sorted(too_wide.items()))
+
+
+def test_the_demo_login_works_its_products_admin_pages_in_a_browser(
+    live_server, acme, globex, settings, tmp_path
+):
+    """The README's first hour: sign in to /admin/ as the printed demo login, open the product's
+    keys and tokens, and add a key; Globex's rows never show."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from config.demo_login import demo_login_ensure
+
+    settings.DATA_DIR = tmp_path
+    login = demo_login_ensure(product=acme.product)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+            page.get_by_label("Username").fill(login.username)
+            page.get_by_label("Password").fill(login.password)
+            page.get_by_role("button", name="Log in").click()
+            expect(page.get_by_role("link", name="Ingestion keys")).to_be_visible()
+            page.screenshot(path=str(SHOTS / "admin-demo-index.png"), full_page=True)
+            page.get_by_role("link", name="Ingestion keys").first.click()
+            expect(page.locator("#result_list")).to_contain_text("Acme key")
+            page.get_by_role("link", name="Add ingestion key").click()
+            page.get_by_label("Product").select_option(label="Acme")
+            page.get_by_label("Label").fill("rotation")
+            page.get_by_role("button", name="Save", exact=True).click()
+            expect(page.locator("#result_list")).to_contain_text("rotation")
+            assert "Globex" not in page.content()
+            page.screenshot(path=str(SHOTS / "admin-demo-keys.png"), full_page=True)
+            page.goto(f"{live_server.url}/admin/readapi/apitoken/")
+            expect(page.locator("#result_list")).to_contain_text("Acme token")
+            assert "Globex" not in page.content()
+        finally:
+            browser.close()

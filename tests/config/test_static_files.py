@@ -31,11 +31,16 @@ def test_pages_are_styled_without_collectstatic(django_db_setup, tmp_path):
         status, admin_page = http("GET", f"{base}/admin/login/")
         linked += re.findall(r'(?:href|src)="(/static/[^"]+)"', admin_page.decode())
         linked.append("/static/dashboard/vendor/plotly.min.js")  # the charts' pages link it
+        assert "/static/dashboard/favicon.svg" in linked
+        # Browsers ask for /favicon.ico on their own: it leads to the icon.
+        with urllib.request.urlopen(f"{base}/favicon.ico", timeout=10) as icon:  # noqa: S310
+            assert icon.headers["Content-Type"].startswith("image/svg+xml")
         for path in linked:
             with urllib.request.urlopen(f"{base}{path}", timeout=10) as answer:  # noqa: S310
                 assert answer.status == 200, path
                 kind_of = answer.headers["Content-Type"]
-                assert kind_of.startswith(("text/css", "text/javascript")), (path, kind_of)
+                expected = ("text/css", "text/javascript", "image/svg+xml")  # the icon
+                assert kind_of.startswith(expected), (path, kind_of)
                 assert len(answer.read()) > 100, path
     finally:
         server.terminate()

@@ -299,7 +299,8 @@ def test_segments_list_and_page(acme, vera, scored):
         ("Enterprise", 1)
     ]
     page = client.get(url(acme.workspace, f"segments/{scored.enterprise.id}/"))
-    assert [m.account_id for m in page.context["members"].items] == [scored.initech.id]
+    members = [(m.id, m.label) for m in page.context["members"].items]
+    assert members == [(scored.initech.id, "Initech")]
     chart = page.context["changes_chart"]
     assert (sum(chart.y), sum(dict(chart.more)["Left"])) == (1, 0)
 
@@ -382,7 +383,8 @@ def test_a_broken_segment_shows_why_on_its_page_and_in_the_list(acme, vera, scor
     page = client.get(url(acme.workspace, f"segments/{scored.enterprise.id}/"))
     assert page.status_code == 200
     assert f"<strong>Broken:</strong> {reason}" in page.content.decode()
-    assert [m.account_id for m in page.context["members"].items] == [scored.initech.id]
+    members = [(m.id, m.label) for m in page.context["members"].items]
+    assert members == [(scored.initech.id, "Initech")]
     listing = client.get(url(acme.workspace, "segments/")).content.decode()
     assert f"Broken: {reason}" in listing
     assert listing.count("Broken:") == 1
