@@ -28,6 +28,7 @@ from engagement.people_rows import (
     links_upsert,
     merge_traits,
     ms_to_datetime,
+    staged_links_missing,
     users_lock_or_create,
     users_write,
 )
@@ -110,6 +111,26 @@ def _messages_fold(
                 links[key] = when
             user.changed = True
     return links
+
+
+def _tracks_link(
+    staged: event_store.StagedTrackIds,
+    users: dict[str, UserState],
+    links: dict[tuple[int, int], datetime],
+) -> None:
+    """A track that names an account (`context.groupId`) links its user to that account when
+    the two are not linked yet, as a group call without traits would: the account was created
+    with the others this call names, the link joins `links` (at the latest time of those
+    tracks, or of a group call linking the two in this call) and its user is marked changed,
+    as _messages_fold marks a linked user. One query per call, not one per track."""
+    missing = staged_links_missing(staged.users, staged.accounts)
+    if not missing:
+        return
+    by_id = {user.id: user for user in users.values()}
+    for key, when in missing.items():
+        if key not in links or when > links[key]:
+            links[key] = when
+        by_id[key[0]].changed = True
 
 
 def _tracks_stage(
@@ -201,6 +222,11 @@ def _messages_apply(
     )
     accounts, parents_asked = _accounts_lock(product_id, ordered, staged_accounts)
     links = _messages_fold(ordered, users, accounts)
+    staged = event_store.StagedTrackIds(
+        users={tid: users[merged.get(tid, tid)].id for tid in staged_users},
+        accounts={tid: accounts[tid].id for tid in staged_accounts},
+    )
+    _tracks_link(staged, users, links)
     now = timezone.now()
     users_write(users.values(), now)
     accounts_write(accounts.values(), now)
@@ -210,13 +236,7 @@ def _messages_apply(
             product_id, accounts, [(tid, m.source) for tid, m in parents_asked.items()]
         )
     if staged_users:
-        stored = event_store.events_store(
-            product_id=product_id,
-            staged=event_store.StagedTrackIds(
-                users={tid: users[merged.get(tid, tid)].id for tid in staged_users},
-                accounts={tid: accounts[tid].id for tid in staged_accounts},
-            ),
-        )
+        stored = event_store.events_store(product_id=product_id, staged=staged)
         result.accounts_touched.update(stored.account_ids)
         result.events_created = stored.count
     for call in alias_calls:

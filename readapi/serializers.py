@@ -27,6 +27,7 @@ from engagement.presentation import (
     user_last_seen,
 )
 from engagement.ranking import score_computed_at
+from engagement.score_basis import account_score_basis
 from engagement.scoring import tenure_days
 from readapi.formats import (
     RANK_DECIMALS,
@@ -151,7 +152,10 @@ class ScoredRecordSerializer(serializers.Serializer):
     )
     percentile_rank = read(
         serializers.FloatField(
-            allow_null=True, help_text="0-100 within the workspace, one decimal."
+            allow_null=True,
+            help_text="0-100, one decimal: the share of the workspace's active subjects (score "
+            "above 0) that score lower. Null for a score of 0: a subject without activity has "
+            "no rank.",
         ),
         lambda s, f: rounded_fraction(f.score.percentile_rank, RANK_DECIMALS),
     )
@@ -320,8 +324,29 @@ class AccountRefSerializer(serializers.Serializer):
     tracking_id = serializers.CharField()
 
 
+class ScoreBasisSerializer(serializers.Serializer):
+    """How the account's engagement score is formed (engagement/score_basis.py)."""
+
+    kind = serializers.ChoiceField(
+        choices=["users_mean", "no_users", "not_scored"],
+        help_text="users_mean: the mean of its users' scores; no_users: no user is linked, so "
+        "it has no score (0), whatever its events; not_scored: the engine has not scored it yet.",
+    )
+    users = serializers.IntegerField(
+        help_text="The users whose scores the mean takes (total_users): its own and, with an "
+        "account hierarchy, those of the accounts under it."
+    )
+    description = serializers.CharField(help_text="The same, in words.")
+
+
+def _score_basis(found: ScoredAccount) -> dict:
+    basis = account_score_basis(found.score)
+    return {"kind": basis.kind, "users": basis.users, "description": basis.sentence()}
+
+
 class AccountSerializer(ScoredRecordSerializer):
-    """An account and its metrics in one workspace."""
+    """An account and its metrics in one workspace. Its engagement score is the mean of its
+    users' scores (`score_basis`); its raw score and breakdown are the account's own events."""
 
     # The instance is a ScoredAccount (engagement.presentation).
 
@@ -345,6 +370,15 @@ class AccountSerializer(ScoredRecordSerializer):
     created_at = read(TimestampField(), lambda s, f: timestamp(f.account.created_at))
     active_users = read(serializers.IntegerField(), lambda s, f: f.score.active_users)
     total_users = read(serializers.IntegerField(), lambda s, f: f.score.total_users)
+    score_basis = read(ScoreBasisSerializer(), lambda s, f: _score_basis(f))
+    score_breakdown = read(
+        BreakdownItemSerializer(
+            many=True,
+            help_text="The account's events in the window (its raw score), biggest first; its "
+            "engagement score is the mean of its users' scores (score_basis).",
+        ),
+        lambda s, f: _breakdown(f.score.score_breakdown),
+    )
     active_user_share = read(
         serializers.FloatField(
             allow_null=True, help_text="Share (0-1) of users active, four decimals."

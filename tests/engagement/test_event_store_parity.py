@@ -170,10 +170,13 @@ def test_events_across_a_utc_midnight_fall_on_their_own_days(acme, store):
 
 def test_an_event_without_an_account_and_one_with_are_rolled_up_apart(acme, store):
     later = T0 - timedelta(minutes=1)
+    # Ann's first event names no account and she is linked to none yet; her next batch's track
+    # naming Initech links her (so it comes second: an event of the same batch would count for
+    # Initech, her most recently linked account).
     store(
         acme,
+        [Track("ann", "Login", later - timedelta(minutes=1))],
         [
-            Track("ann", "Login", later - timedelta(minutes=1)),
             Track("ann", "Login", later, account="initech"),
             Track("bob", "Export", T0, account="initech"),
         ],
@@ -190,7 +193,7 @@ def test_an_event_without_an_account_and_one_with_are_rolled_up_apart(acme, stor
         ("bob", "initech", "Export", DAY, 1, T0),
     ]
     assert tallies(acme) == {(DAY, "Login"): 2, (DAY, "Export"): 1}
-    assert activity(acme) == [(["ann", "bob"], ["initech"])]
+    assert activity(acme) == [(["ann"], []), (["ann", "bob"], ["initech"])]
 
 
 def test_a_name_with_a_tab_a_newline_and_a_backslash_is_stored_as_sent(acme, store):
@@ -224,15 +227,16 @@ def test_a_second_batch_adds_to_an_existing_rollup(acme, store):
             Track("ann", "Export", T0 - timedelta(minutes=10)),
         ],
     )
-    # An earlier event leaves last_at where it was.
+    # An earlier event leaves last_at where it was; the event naming no account counts for the
+    # account Ann's first track linked her to.
     assert rollups(acme) == [
-        ("ann", None, "Export", DAY, 1, T0 - timedelta(minutes=10)),
+        ("ann", "initech", "Export", DAY, 1, T0 - timedelta(minutes=10)),
         ("ann", "initech", "Login", DAY, 2, T0 - timedelta(minutes=5)),
     ]
 
     store(acme, [Track("ann", "Login", T0, account="initech")])
     assert rollups(acme) == [
-        ("ann", None, "Export", DAY, 1, T0 - timedelta(minutes=10)),
+        ("ann", "initech", "Export", DAY, 1, T0 - timedelta(minutes=10)),
         ("ann", "initech", "Login", DAY, 3, T0),
     ]
     assert tallies(acme) == {(DAY, "Login"): 3, (DAY, "Export"): 1}

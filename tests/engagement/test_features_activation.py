@@ -140,14 +140,15 @@ def test_an_accounts_step_is_done_by_any_of_its_users_or_its_own_trait(onboardin
     b = onboarding.product.accounts.get(tracking_id="B")
     found = activation_progress(workspace=onboarding.workspace, target="account", ids=[a.id, b.id])
     # Bob (a user of A) connected a repo, though the event went to B; B's plan is its own trait.
+    # That track named B, so it linked Bob to B too: B's step is done by him as well.
     assert [(s.step, s.done) for s in found[a.id].steps] == [
         ("event:Connected Repo", True),
         ("trait:plan", False),
     ]
     assert found[a.id].steps[0].done_at == day_start(5)
     assert found[a.id].share == 0.5
-    assert found[b.id].share == 0.5
-    assert [s.done for s in found[b.id].steps] == [False, True]
+    assert found[b.id].share == 1.0
+    assert [s.done for s in found[b.id].steps] == [True, True]
 
 
 def test_without_steps_activation_is_none(acme):
