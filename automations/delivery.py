@@ -35,7 +35,7 @@ from automations.client import (
 from automations.models import Automation, Delivery, DeliveryAttempt
 from automations.services import automation_switch_off
 from automations.signing import signature_headers
-from automations.slack import slack_message
+from automations.slack import slack_digest_message, slack_message
 
 logger = logging.getLogger(__name__)
 _PENDING = (Delivery.Status.PENDING, Delivery.Status.RETRYING)
@@ -92,6 +92,18 @@ def _lease(delivery_id: str, now: datetime) -> Delivery | None:
 def request_of(delivery: Delivery, now: datetime) -> tuple[bytes, dict[str, str]]:
     """The body and headers of an attempt: signed JSON for a webhook, a message for Slack."""
     automation = delivery.automation
+    if automation.destination == Automation.Destination.SLACK and payloads.is_digest(
+        delivery.event_type
+    ):
+        data = delivery.payload["data"]
+        message = slack_digest_message(
+            event_type=delivery.event_type,
+            kind=automation.subject_kind,
+            count=data["count"],
+            automation_name=data["automation"]["name"],
+            subjects_url=data["subjects_url"],
+        )
+        return json.dumps(message).encode(), {}
     if automation.destination == Automation.Destination.SLACK:
         subject = delivery.payload["data"].get(automation.subject_kind) or {
             "name": automation.name,

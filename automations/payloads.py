@@ -2,11 +2,16 @@
 
 Body: {"type": "account.score_changed", "timestamp": ISO 8601, "data": {"workspace": {...},
 "account" (or "user"): {...}, "trigger": {...}, "automation": {"id", "name"}}}.
+
+A digest ("account.digest", "user.digest") stands for the subjects of one refresh past
+AUTOMATION_MAX_PER_REFRESH: its data has "count" (how many more) and "subjects_url" (their list)
+instead of a subject.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.urls import reverse
@@ -27,10 +32,19 @@ _EVENT = {
     Automation.Trigger.INACTIVE: "inactive",
 }
 TEST_EVENT = "automation.test"
+DIGEST = "digest"  # the second half of a digest's event type, whatever the trigger
 
 
 def event_type(automation: Automation) -> str:
     return f"{automation.subject_kind}.{_EVENT[automation.trigger]}"
+
+
+def digest_event_type(automation: Automation) -> str:
+    return f"{automation.subject_kind}.{DIGEST}"
+
+
+def is_digest(event: str) -> bool:
+    return event.rpartition(".")[2] == DIGEST
 
 
 def _absolute(path: str) -> str:
@@ -106,6 +120,49 @@ def body(
     data["trigger"] = trigger_shown(automation)
     data["automation"] = {"id": automation.id, "name": automation.name}
     return {"type": event, "timestamp": timestamp.isoformat(), "data": data}
+
+
+def subjects_url(automation: Automation) -> str:
+    """The dashboard's list of the subjects a digest counts, as near as a list can say it: the
+    accounts list filtered by the segment or the band of the trigger, a user segment's page
+    (its members), else the automation's page."""
+    workspace_id = automation.workspace_id
+    trigger = automation.trigger
+    on_accounts = automation.target == Automation.Target.ACCOUNTS
+    accounts = reverse("dashboard:accounts", kwargs={"workspace_id": workspace_id})
+    if trigger == Automation.Trigger.SEGMENT_ENTERED and automation.segment_id is not None:
+        if on_accounts:
+            return _absolute(f"{accounts}?{urlencode({'segment': automation.segment_id})}")
+        segment = reverse(
+            "dashboard:segment",
+            kwargs={"workspace_id": workspace_id, "segment_id": automation.segment_id},
+        )
+        return _absolute(segment)
+    band_floor = automation.threshold if trigger == Automation.Trigger.BAND_ENTERED else None
+    if on_accounts and band_floor is not None:
+        band = bands.band_of(band_floor).key
+        return _absolute(f"{accounts}?{urlencode({'band': band})}")
+    page = reverse(
+        "automations:detail",
+        kwargs={"workspace_id": workspace_id, "automation_id": automation.id},
+    )
+    return _absolute(page)
+
+
+def digest_body(*, automation: Automation, count: int, timestamp: datetime) -> dict:
+    """The digest of `count` subjects past the refresh's single messages."""
+    workspace = automation.workspace
+    return {
+        "type": digest_event_type(automation),
+        "timestamp": timestamp.isoformat(),
+        "data": {
+            "workspace": {"id": workspace.id, "name": workspace.name},
+            "trigger": trigger_shown(automation),
+            "automation": {"id": automation.id, "name": automation.name},
+            "count": count,
+            "subjects_url": subjects_url(automation),
+        },
+    }
 
 
 def what_happened(automation: Automation, subject: dict) -> str:

@@ -56,6 +56,34 @@ _EVENT = {
         },
     },
 }
+# A digest: the subjects of one refresh past AUTOMATION_MAX_PER_REFRESH, counted, not shown.
+_DIGEST = {
+    "type": "object",
+    "required": ["type", "timestamp", "data"],
+    "properties": {
+        "type": {"type": "string", "enum": ["account.digest", "user.digest"]},
+        "timestamp": {"type": "string", "format": "date-time"},
+        "data": {
+            "type": "object",
+            "required": ["automation", "trigger", "count", "subjects_url"],
+            "properties": {
+                "workspace": _EVENT["properties"]["data"]["properties"]["workspace"],
+                "trigger": _EVENT["properties"]["data"]["properties"]["trigger"],
+                "automation": _EVENT["properties"]["data"]["properties"]["automation"],
+                "count": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "how many more subjects fired than had a message of their own",
+                },
+                "subjects_url": {
+                    "type": "string",
+                    "description": "the dashboard's list of them (filtered by the trigger's "
+                    "segment or band when it has one), else the automation's page",
+                },
+            },
+        },
+    },
+}
 _HEADERS = (
     "Signed as Standard Webhooks: `webhook-id` (the delivery's id, the same on every attempt), "
     "`webhook-timestamp`, `webhook-signature` (`v1,<base64 HMAC-SHA256>`; two, space-separated, "
@@ -101,7 +129,21 @@ def _example(kind: str, event: str, trigger: dict) -> dict:
     }
 
 
-def _webhook(summary: str, example: dict) -> dict:
+def _digest_example(kind: str) -> dict:
+    return {
+        "type": f"{kind}.digest",
+        "timestamp": "2026-11-24T09:30:12.402113+00:00",
+        "data": {
+            "workspace": {"id": 1, "name": "Default"},
+            "trigger": {"type": f"new_{kind}"},
+            "automation": {"id": 3, "name": f"New {kind}s"},
+            "count": 280,
+            "subjects_url": "https://eds.example.com/w/1/automations/3/",
+        },
+    }
+
+
+def _webhook(summary: str, example: dict, schema: str = "WebhookEvent") -> dict:
     return {
         "post": {
             "summary": summary,
@@ -110,7 +152,7 @@ def _webhook(summary: str, example: dict) -> dict:
             "requestBody": {
                 "content": {
                     "application/json": {
-                        "schema": {"$ref": "#/components/schemas/WebhookEvent"},
+                        "schema": {"$ref": f"#/components/schemas/{schema}"},
                         "example": example,
                     }
                 }
@@ -124,6 +166,7 @@ def automation_webhooks(result: dict, generator, request, public) -> dict:
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas["WebhookSubject"] = _SUBJECT
     schemas["WebhookEvent"] = _EVENT
+    schemas["WebhookDigest"] = _DIGEST
     hooks = {}
     for kind in ("account", "user"):
         for event, (what, trigger) in _EVENTS.items():
@@ -131,6 +174,12 @@ def automation_webhooks(result: dict, generator, request, public) -> dict:
                 f"An {kind} {what}" if kind == "account" else f"A {kind} {what}",
                 _example(kind, event, trigger),
             )
+        hooks[f"{kind}.digest"] = _webhook(
+            f"More {kind}s in one refresh than AUTOMATION_MAX_PER_REFRESH (default 20) "
+            "single messages: how many more, and where to see them",
+            _digest_example(kind),
+            "WebhookDigest",
+        )
     test = _example("account", "score_changed", {"threshold": 10})
     test["type"] = TEST_EVENT
     test["data"].pop("account")

@@ -6,7 +6,9 @@ import logging
 import math
 import uuid
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -15,6 +17,7 @@ from automations import payloads, triggers
 from automations.client import UnsafeTarget, target_check
 from automations.models import Automation, AutomationFiring, Delivery
 from automations.signing import secret_generate
+from engagement.bands import band_of
 from engagement.input_rules import days_fault, is_whole, text_fault, whole_fault
 from engagement.models import Segment, Workspace
 from engagement.refresh_hooks import ScoresRefreshed
@@ -147,6 +150,70 @@ def automation_validate(automation: Automation) -> None:
         raise ValidationError(faults)
 
 
+def _destination_shown(destination: str, url: object) -> str:
+    """Where it sends, in a word: the receiver's host, or Slack (every Slack URL has one host)."""
+    if destination == Automation.Destination.SLACK:
+        return "Slack"
+    try:
+        host = urlsplit(url).hostname if isinstance(url, str) else None
+    except ValueError:  # a URL no parser reads; automation_faults says so
+        host = None
+    return host or "a webhook"
+
+
+def _trigger_shown(
+    trigger: str, target: str, threshold: object, segment: Segment | None, days: object
+) -> str:
+    """The trigger with what distinguishes it from another of its kind."""
+    of = "an account" if target == Automation.Target.ACCOUNTS else "a user"
+    if trigger == Automation.Trigger.SCORE_CHANGED:
+        return f"Score of {of} changed by {threshold} or more"
+    if trigger == Automation.Trigger.BAND_ENTERED:
+        if is_whole(threshold):
+            return f"{of.capitalize()} entered the {band_of(threshold).label} band"
+        return f"{of.capitalize()} entered a score band"
+    if trigger in _SEGMENT_TRIGGERS:
+        verb = "entered" if trigger == Automation.Trigger.SEGMENT_ENTERED else "left"
+        return f"{of.capitalize()} {verb} {segment.name if segment else 'a segment'}"
+    if trigger == Automation.Trigger.INACTIVE:
+        return f"No event from {of} for {days} days"
+    if trigger in Automation.Trigger.values:
+        return Automation.Trigger(trigger).label
+    return "Automation"
+
+
+def default_name(
+    *,
+    workspace: Workspace | None,
+    trigger: str,
+    target: str,
+    destination: str,
+    url: object,
+    threshold: object = None,
+    segment: Segment | None = None,
+    days: object = None,
+) -> str:
+    """The name of an automation made without one, telling it apart from the workspace's others:
+    its trigger with what distinguishes it (threshold, band, segment, days) and where it sends,
+    e.g. "New account → hooks.example.com"; a name the workspace already has gets " (2)",
+    " (3)", ..."""
+    shown = _trigger_shown(trigger, target, threshold, segment, days)
+    base = f"{shown} → {_destination_shown(destination, url)}"[: NAME_MAX_LENGTH - 6]
+    if workspace is None or workspace.pk is None:
+        return base
+    taken = set(
+        Automation.objects.filter(workspace=workspace, name__startswith=base).values_list(
+            "name", flat=True
+        )
+    )
+    number = 1
+    name = base
+    while name in taken:
+        number += 1
+        name = f"{base} ({number})"
+    return name
+
+
 def automation_new(
     *,
     workspace: Workspace,
@@ -168,7 +235,17 @@ def automation_new(
         target = Automation.Target.USERS
     return Automation(
         workspace=workspace,
-        name=name or f"{trigger} ({target})",
+        name=name
+        or default_name(
+            workspace=workspace,
+            trigger=trigger,
+            target=target,
+            destination=destination,
+            url=url,
+            threshold=threshold,
+            segment=segment,
+            days=days,
+        ),
         trigger=trigger,
         target=target,
         destination=destination,
@@ -292,7 +369,7 @@ def delivery_id_new() -> str:
     return f"msg_{uuid.uuid4().hex}"
 
 
-# A delivery to make: its automation, event type, subject (None for a test) and body.
+# A delivery to make: its automation, event type, subject (None for a test or a digest) and body.
 DeliveryToMake = tuple[Automation, str, int | None, dict]
 
 
@@ -319,13 +396,21 @@ def deliveries_create(*, made: list[DeliveryToMake], now: datetime) -> list[Deli
     return deliveries
 
 
+def _most_engaged_first(subject: dict) -> tuple[int, int]:
+    return (-(subject["engagement_score"] or 0), subject["id"])
+
+
 def _fire(entered: list[tuple[Automation, list[int]]], now: datetime) -> int:
     """Deliveries to the subjects that entered each automation's condition, past its
     cool-down; returns how many. The automations of a refresh are served together (a
     workspace's): their recent firings read in one query, each kind of subject shown once for
     all of them, their deliveries and firings written in one statement each; the hook's fixed
     cost was a query or two per automation for each of these (docs/benchmarks.md,
-    2026-11-27)."""
+    2026-11-27).
+
+    No storms: an automation sends at most AUTOMATION_MAX_PER_REFRESH single messages a refresh
+    (the highest scores first, then the lowest id), and one digest counting the rest. Those
+    past the limit are recorded as fired all the same, so the next refresh does not send them."""
     due = triggers.cooled_down(entered, now)
     if not due:
         return 0
@@ -336,26 +421,34 @@ def _fire(entered: list[tuple[Automation, list[int]]], now: datetime) -> int:
         shown[kind] = payloads.subjects_shown(
             kind=kind, workspace_id=workspace_id, subject_ids=sorted(subject_ids)
         )
+    most = settings.AUTOMATION_MAX_PER_REFRESH
     made: list[DeliveryToMake] = []
+    fired: list[tuple[Automation, int]] = []
     for automation, subject_ids in due:
         event = payloads.event_type(automation)
         of_kind = shown[automation.subject_kind]
+        subjects = sorted(
+            (of_kind[sid] for sid in subject_ids if sid in of_kind), key=_most_engaged_first
+        )
         made.extend(
             (
                 automation,
                 event,
-                sid,
-                payloads.body(
-                    automation=automation, event=event, subject=of_kind[sid], timestamp=now
-                ),
+                subject["id"],
+                payloads.body(automation=automation, event=event, subject=subject, timestamp=now),
             )
-            for sid in subject_ids
-            if sid in of_kind
+            for subject in subjects[:most]
         )
+        if len(subjects) > most:
+            digest = payloads.digest_body(
+                automation=automation, count=len(subjects) - most, timestamp=now
+            )
+            made.append((automation, digest["type"], None, digest))
+        fired.extend((automation, subject["id"]) for subject in subjects)
     if not made:
         return 0
     deliveries_create(made=made, now=now)
-    firings_record([(automation, sid) for automation, _, sid, _ in made], now)
+    firings_record(fired, now)
     return len(made)
 
 

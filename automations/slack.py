@@ -51,3 +51,32 @@ def slack_message(*, event_type: str, subject: dict, what: str, dashboard_url: s
             {"type": "context", "elements": [{"type": "mrkdwn", "text": event_type}]},
         ],
     }
+
+
+def slack_digest_message(
+    *, event_type: str, kind: str, count: int, automation_name: str, subjects_url: str
+) -> dict:
+    """The digest of `count` more accounts or users than the refresh's single messages:
+    "and 280 more accounts (New accounts): <link>"."""
+    more = f"{count} more {kind}" if count == 1 else f"{count} more {kind}s"
+    text = f"and {more} ({automation_name}): {subjects_url}"
+    return {
+        "text": text,
+        "blocks": [
+            {
+                "type": "section",
+                "text": {"type": "mrkdwn", "text": f"and *{more}* ({automation_name})"},
+            },
+            {
+                "type": "actions",
+                "elements": [
+                    {
+                        "type": "button",
+                        "text": {"type": "plain_text", "text": f"Open the {kind}s"},
+                        "url": subjects_url,
+                    }
+                ],
+            },
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": event_type}]},
+        ],
+    }

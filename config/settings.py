@@ -255,6 +255,9 @@ AUTOMATION_LEASE_SECONDS = env_int("AUTOMATION_LEASE_SECONDS", 60, minimum=1)
 AUTOMATION_DISABLE_AFTER_SECONDS = env_int(
     "AUTOMATION_DISABLE_AFTER_SECONDS", 5 * 24 * 3600, minimum=60
 )
+# At most this many single messages per automation and refresh; past it, one digest counts the
+# rest (a marketplace sync, an import or a backfill can bring hundreds of subjects at once).
+AUTOMATION_MAX_PER_REFRESH = env_int("AUTOMATION_MAX_PER_REFRESH", 20, minimum=1)
 
 # --- Marketplace ----------------------------------------------------------------------------
 MARKETPLACE_API_URL = env_str("MARKETPLACE_API_URL", "https://api.atlassian.com").rstrip("/")

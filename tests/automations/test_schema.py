@@ -14,6 +14,7 @@ def test_the_schema_documents_every_webhook_type_with_an_example(client, db):
             "segment_left",
             "created",
             "inactive",
+            "digest",
         )
     } | {"automation.test"}
     assert set(hooks) == expected
@@ -24,3 +25,6 @@ def test_the_schema_documents_every_webhook_type_with_an_example(client, db):
         # A receiver learns that retries stop once the automation is switched off.
         assert "switched off" in hook["post"]["description"]
     assert "WebhookEvent" in schema["components"]["schemas"]
+    digest = hooks["account.digest"]["post"]["requestBody"]["content"]["application/json"]
+    assert digest["schema"] == {"$ref": "#/components/schemas/WebhookDigest"}
+    assert {"count", "subjects_url"} <= set(digest["example"]["data"])
