@@ -7,12 +7,15 @@ deliveries (automation_switch_off)."""
 
 from django import forms
 from django.contrib import admin, messages
+from django.utils.html import format_html
 from django.views.decorators.debug import sensitive_variables
 
 from automations import delivery as deliveries
+from automations.display import cooldown_hours, cooldown_shown, delivery_body_shown
 from automations.forms import ConditionsField, faults_shown
 from automations.models import Automation, Delivery, DeliveryAttempt, TraitSync
 from automations.services import (
+    COOLDOWN_MAX_DAYS,
     automation_changed,
     automation_create,
     automation_faults,
@@ -21,6 +24,7 @@ from automations.services import (
     automation_switch_off,
     automation_test_send,
     automation_update,
+    cooldown_seconds_of,
     switched_off_reason,
 )
 from automations.trait_sync import trait_sync_faults, trait_sync_switch
@@ -38,10 +42,10 @@ _SETTINGS = [
     "conditions",
     "match",
     "destination",
-    "cooldown_seconds",
     "enabled",
 ]
-# The settings automation_faults checks (the workspace is chosen from a list; on/off is a switch).
+# The settings automation_faults checks (the workspace is chosen from a list; on/off is a switch;
+# the cool-down is typed in hours, checked as cooldown_seconds).
 _CHECKED = [name for name in _SETTINGS if name not in ("workspace", "enabled")]
 
 
@@ -56,10 +60,28 @@ class AutomationForm(forms.ModelForm):
     conditions = ConditionsField(
         required=False, help_text="JSON, as segments: a list of at most 50 conditions."
     )
+    # Hours, as on the dashboard and in automation_create; the model keeps seconds.
+    cooldown_hours = forms.FloatField(
+        label="Cool-down (hours)",
+        initial=24,
+        help_text=f"A subject fires at most once per cool-down: 0 to {COOLDOWN_MAX_DAYS * 24:,} "
+        "hours (a year); 0.5 is 30 minutes.",
+    )
 
     class Meta:
         model = Automation
         fields = _SETTINGS
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            hours = cooldown_hours(self.instance.cooldown_seconds)
+            self.initial.setdefault("cooldown_hours", hours)
+
+    def cooldown_seconds(self) -> int | float | None:
+        """The cool-down read, in seconds (None: it could not be read)."""
+        hours = self.cleaned_data.get("cooldown_hours")
+        return None if hours is None else cooldown_seconds_of(hours)
 
     def clean(self):
         cleaned = super().clean()
@@ -70,12 +92,18 @@ class AutomationForm(forms.ModelForm):
         values = {name: cleaned[name] for name in _CHECKED if name in cleaned}
         if cleaned.get("receiver_url"):
             values["url"] = cleaned["receiver_url"]
+        if self.cooldown_seconds() is not None:
+            values["cooldown_seconds"] = self.cooldown_seconds()
         if self.instance.pk is None:
             values.setdefault("trigger", "")
             candidate = automation_new(workspace=cleaned.get("workspace"), **values)
         else:
             candidate = automation_changed(self.instance, **values)
-        faults_shown(self, automation_faults(candidate), {"url": "receiver_url"})
+        faults_shown(
+            self,
+            automation_faults(candidate),
+            {"url": "receiver_url", "cooldown_seconds": "cooldown_hours"},
+        )
         return cleaned
 
 
@@ -129,15 +157,20 @@ class AttemptInline(admin.TabularInline):
 @admin.register(Automation)
 class AutomationAdmin(_WorkspaceSettingsAdmin):
     form = AutomationForm
-    list_display = ["name", "workspace", "trigger", "target", "destination", "enabled"]
+    list_display = ["name", "workspace", "trigger", "target", "destination", "cooldown", "enabled"]
     list_filter = ["trigger", "destination", "enabled"]
     readonly_fields = ["disabled_reason", "created_at"]
     actions = ["send_test", "rotate_secret", "switch_off"]
+
+    @admin.display(description="Cool-down", ordering="cooldown_seconds")
+    def cooldown(self, obj: Automation) -> str:
+        return cooldown_shown(obj.cooldown_seconds)
 
     @sensitive_variables("url")
     def save_model(self, request, obj, form, change):
         url = form.cleaned_data.get("receiver_url")
         values = {name: form.cleaned_data.get(name) for name in _SETTINGS}
+        values["cooldown_seconds"] = form.cooldown_seconds()
         reason = switched_off_reason(where="in the admin", who=request.user.get_username())
         if change:
             if url:
@@ -201,11 +234,16 @@ class DeliveryAdmin(ObjectIdAdminMixin, _ManagedMixin, admin.ModelAdmin):
         "attempts",
         "created_at",
         "finished_at",
-        "payload",
+        "body",
     ]
     readonly_fields = fields
     inlines = [AttemptInline]
     actions = ["replay"]
+
+    @admin.display(description="Body sent")
+    def body(self, obj: Delivery) -> str:
+        """The JSON its destination receives, indented, as on the dashboard's delivery page."""
+        return format_html("<pre>{}</pre>", delivery_body_shown(obj))
 
     def get_queryset(self, request):
         rows = super().get_queryset(request).select_related("automation")

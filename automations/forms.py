@@ -6,6 +6,7 @@ from __future__ import annotations
 from django import forms
 
 from automations import services
+from automations.display import cooldown_hours
 from automations.models import Automation
 from engagement.document_field import DocumentField
 from engagement.models import Segment, Workspace
@@ -66,7 +67,10 @@ class AutomationForm(forms.Form):
         help_text="The receiver, or a Slack incoming-webhook URL; stored encrypted.",
     )
     cooldown_hours = forms.FloatField(
-        initial=24, help_text=f"0 to {services.COOLDOWN_MAX_DAYS * 24:,} (a year)."
+        label="Cool-down (hours)",
+        initial=24,
+        help_text=f"A subject fires at most once per cool-down: 0 to "
+        f"{services.COOLDOWN_MAX_DAYS * 24:,} hours (a year); 0.5 is 30 minutes.",
     )
 
     def __init__(
@@ -96,7 +100,7 @@ class AutomationForm(forms.Form):
             "conditions": automation.conditions,
             "match": automation.match,
             "destination": automation.destination,
-            "cooldown_hours": automation.cooldown_seconds / 3600,
+            "cooldown_hours": cooldown_hours(automation.cooldown_seconds),
         }
         return cls(data, workspace=automation.workspace, automation=automation, initial=initial)
 

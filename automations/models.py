@@ -133,6 +133,7 @@ class Delivery(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "deliveries"
         indexes = [
             models.Index(
                 fields=["next_attempt_at"],
@@ -178,6 +179,9 @@ class TraitSync(models.Model):
     last_error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        verbose_name = "score sync"  # as the dashboard and the docs name it
+
     def __str__(self) -> str:
         return f"{self.workspace} -> {self.host}"
 
@@ -197,4 +201,5 @@ class TraitSyncRun(models.Model):
     error = models.TextField(blank=True, default="")
 
     class Meta:
+        verbose_name = "score sync run"
         indexes = [models.Index(fields=["sync", "-started_at"], name="trait_sync_run_recent_idx")]

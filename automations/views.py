@@ -12,6 +12,7 @@ from django.views import View
 
 from automations import delivery as deliveries
 from automations import selectors, services, trait_sync
+from automations.display import delivery_body_shown
 from automations.forms import (
     SHOWN_AS,
     AutomationForm,
@@ -221,5 +222,6 @@ class DeliveryView(_AutomationPage):
                 "automation": automation,
                 "delivery": found,
                 "attempts": selectors.delivery_attempts(delivery=found),
+                "body": delivery_body_shown(found),
             },
         )

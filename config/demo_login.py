@@ -60,8 +60,9 @@ def demo_login_ensure(*, product: Product, new_password: bool = False) -> DemoLo
             if user is None:
                 user = user_model(username=DEMO_USERNAME)
             user.set_password(password)
-            # Staff, to open the admin's pages of the products it manages (the marketplace
-            # connection); never a superuser.
+            # Staff, to open the admin's pages of the products it manages (the product, its
+            # keys, tokens, dropped requests, marketplace connection, automations:
+            # engagement/admin_scoping.py); never a superuser.
             user.is_staff = True
             user.is_active = True
             user.save()

@@ -7,10 +7,12 @@ from django.db import transaction
 from django.db.models import Count, TextField, Value
 from django.db.models.functions import Coalesce, Concat, NullIf, Trim
 
+from engagement.admin_scoping import ManagedProductRowsMixin
 from engagement.builtin_segments import builtin_segments_create
 from engagement.document_field import DocumentField
 from engagement.erasure_admin import ErasureActionMixin
 from engagement.input_rules import MAX_CONDITIONS, MAX_DAYS, MAX_WHOLE
+from engagement.memberships import products_managed_by
 from engagement.models import (
     Account,
     AccountScore,
@@ -46,7 +48,8 @@ from engagement.workspace_config import (
 
 
 class ProductMembershipInline(admin.TabularInline):
-    """Who sees this product in the dashboard: viewers read, managers also configure it."""
+    """Who sees this product in the dashboard: viewers read, managers also configure it. Its
+    managers see the list; granting access (choosing among every login) is a superuser's."""
 
     model = ProductMembership
     extra = 1
@@ -54,9 +57,18 @@ class ProductMembershipInline(admin.TabularInline):
     fields = ["user", "role", "created_at"]
     readonly_fields = ["created_at"]
 
+    def has_view_permission(self, request, obj=None):
+        if super().has_view_permission(request, obj):
+            return True
+        return obj is not None and products_managed_by(request.user).filter(pk=obj.pk).exists()
+
 
 @admin.register(Product)
-class ProductAdmin(admin.ModelAdmin):
+class ProductAdmin(ManagedProductRowsMixin, admin.ModelAdmin):
+    """Superusers add products; a product's managers view and rename their own."""
+
+    product_field = "pk"
+    managers_may = ("change",)
     list_display = ["id", "name", "created_at"]
     search_fields = ["name"]
     inlines = [ProductMembershipInline]

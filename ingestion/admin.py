@@ -1,13 +1,17 @@
 from django.contrib import admin, messages
 
+from engagement.admin_scoping import PRODUCT_FILTER, ManagedProductRowsMixin
 from ingestion.models import AcceptedRequest, DroppedRequest, IngestionKey, SeenMessage
 from ingestion.services.keys import ingestion_key_create, ingestion_key_revoke
 
 
 @admin.register(IngestionKey)
-class IngestionKeyAdmin(admin.ModelAdmin):
+class IngestionKeyAdmin(ManagedProductRowsMixin, admin.ModelAdmin):
+    """A product's managers add, relabel and revoke their own product's keys (never delete)."""
+
+    managers_may = ("add", "change")
     list_display = ["key", "fingerprint", "product", "label", "created_at", "revoked_at"]
-    list_filter = ["product", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_filter = [PRODUCT_FILTER, ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["label", "product__name"]
     readonly_fields = ["key", "created_at", "revoked_at"]
     fields = ["product", "label", "key", "allowed_origins", "created_at", "revoked_at"]
@@ -39,8 +43,9 @@ class IngestionKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(DroppedRequest)
-class DroppedRequestAdmin(admin.ModelAdmin):
-    """Every request answered and then not applied, with its reason. Read-only."""
+class DroppedRequestAdmin(ManagedProductRowsMixin, admin.ModelAdmin):
+    """Every request answered and then not applied, with its reason. Read-only. A product's
+    managers see its own (a key no product has drops rows of no product: superusers see those)."""
 
     list_display = [
         "dropped_at",
@@ -52,7 +57,7 @@ class DroppedRequestAdmin(admin.ModelAdmin):
         "item_index",
         "detail",
     ]
-    list_filter = ["reason", "endpoint", "product"]
+    list_filter = ["reason", "endpoint", PRODUCT_FILTER]
     date_hierarchy = "dropped_at"
     search_fields = ["detail", "=key_fingerprint"]
 
@@ -64,9 +69,14 @@ class DroppedRequestAdmin(admin.ModelAdmin):
 
 
 @admin.register(AcceptedRequest)
-class AcceptedRequestAdmin(admin.ModelAdmin):
+class AcceptedRequestAdmin(ManagedProductRowsMixin, admin.ModelAdmin):
     """The backlog: accepted requests a worker has not applied yet (a row may hold several
-    under one key, see AcceptedRequest). Read-only."""
+    under one key, see AcceptedRequest). Read-only. A product's managers see those sent with
+    their product's keys."""
+
+    def managed_rows(self, queryset, products):
+        keys = IngestionKey.objects.filter(product__in=products.values("pk")).values("digest")
+        return queryset.filter(key_digest__in=keys)
 
     list_display = ["id", "received_at", "endpoint", "request_count"]
     list_filter = ["endpoint"]

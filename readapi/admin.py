@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 
+from engagement.admin_scoping import PRODUCT_FILTER, ManagedProductRowsMixin
 from readapi.models import ApiToken, Scope
 from readapi.services import api_token_create, api_token_revoke
 
@@ -20,8 +21,11 @@ class ApiTokenAddForm(forms.ModelForm):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
-    """Tokens are shown once, when created; only a hash is kept."""
+class ApiTokenAdmin(ManagedProductRowsMixin, admin.ModelAdmin):
+    """Tokens are shown once, when created; only a hash is kept. A product's managers add,
+    rename and revoke their own product's tokens (never delete)."""
+
+    managers_may = ("add", "change")
 
     list_display = [
         "name",
@@ -32,7 +36,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         "last_used_at",
         "revoked_at",
     ]
-    list_filter = ["product", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_filter = [PRODUCT_FILTER, ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "prefix"]
     readonly_fields = [
         "product",

@@ -37,7 +37,7 @@ def _change_form(automation: Automation, **changes: str) -> dict:
         "conditions": json.dumps(automation.conditions),
         "match": automation.match,
         "destination": automation.destination,
-        "cooldown_seconds": str(automation.cooldown_seconds),
+        "cooldown_hours": str(automation.cooldown_seconds / 3600),
         "enabled": "on",
         "receiver_url": "",
         **changes,
@@ -61,7 +61,8 @@ HOSTILE = {
         {"conditions": '[{"field": "trait:a", "operator": "equals", "value": NaN}]'},
         "conditions",
     ),
-    "a cool-down of 10**30 seconds": ({"cooldown_seconds": str(10**30)}, "cooldown_seconds"),
+    "a cool-down of 10**30 hours": ({"cooldown_hours": str(10**30)}, "cooldown_hours"),
+    "NaN hours of cool-down": ({"cooldown_hours": "NaN"}, "cooldown_hours"),
 }
 
 

@@ -48,3 +48,36 @@ def test_a_manager_sets_up_an_automation_and_sees_the_test_event_delivered(
         expect(page.locator("#new-secret")).to_have_count(0)
         page.screenshot(path=str(SHOTS / "automation.png"), full_page=True)
     assert len(receiver.requests) == 1
+
+
+def test_the_pages_say_the_cooldown_in_hours_and_show_the_json_sent(
+    live_server,
+    scored,  # noqa: F811
+    vera_manages,
+    receiver,
+):
+    from playwright.sync_api import expect
+
+    from automations.services import automation_create, automation_test_send
+
+    workspace = scored.initech.product.workspaces.get()
+    first = automation_create(
+        workspace=workspace, trigger="new_account", url=receiver.url, cooldown_seconds=1800
+    )
+    second = automation_create(workspace=workspace, trigger="new_account", url=receiver.url)
+    delivery = automation_test_send(automation=first)
+    delivery_attempt(delivery_id=delivery.id)
+    base = f"{live_server.url}/w/{workspace.id}/automations"
+    with signed_in_page(live_server) as page:
+        page.goto(f"{base}/")
+        table = page.locator("#automations")
+        expect(table).to_contain_text("30 minutes")
+        expect(table).to_contain_text("24 hours")
+        expect(table).to_contain_text(second.name)  # "New account → 127.0.0.1 (2)"
+        page.screenshot(path=str(SHOTS / "automations-units.png"), full_page=True)
+        page.goto(f"{base}/{first.id}/")
+        expect(page.locator("#cooldown")).to_have_text("30 minutes per subject")
+        page.goto(f"{base}/{first.id}/deliveries/{delivery.id}/")
+        expect(page.locator("#body")).to_contain_text('"type": "automation.test"')
+        page.screenshot(path=str(SHOTS / "automation-delivery.png"), full_page=True)
+    assert second.name == f"{first.name} (2)"

@@ -324,3 +324,23 @@ def test_switching_on_an_automation_whose_stored_settings_are_at_fault_shows_why
     assert response.status_code == 400
     assert "at most 50 conditions" in response.content.decode()
     assert not Automation.objects.get(id=automation.id).enabled
+
+
+def test_the_detail_page_shows_conditions_in_words(acme, manager, receiver):
+    automation = Automation.objects.create(
+        workspace=acme.workspace,
+        name="Pro accounts up",
+        trigger="score_changed",
+        threshold=10,
+        url=receiver.url,
+        conditions=[
+            {"field": "trait:plan", "operator": "equals", "value": "pro"},
+            {"field": "event:Report_Created", "operator": "count_at_least", "value": 3},
+        ],
+    )
+
+    page = manager.get(f"/w/{acme.workspace.id}/automations/{automation.id}/").content.decode()
+
+    # The edit form keeps the JSON to edit; the settings read as sentences.
+    assert "All conditions: plan equals pro; Report_Created at least 3 times" in page
+    assert "<code>trait:plan" not in page

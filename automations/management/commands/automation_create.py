@@ -3,6 +3,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from automations.display import cooldown_hours, cooldown_shown
 from automations.management.errors import command_error
 from automations.models import Automation
 from automations.services import (
@@ -91,13 +92,21 @@ class Command(BaseCommand):
             automation = automation_create(**settings)
         except ValidationError as exc:
             raise command_error(exc) from None
-        shown = {"id": automation.id, "name": automation.name, "trigger": automation.trigger}
+        shown = {
+            "id": automation.id,
+            "name": automation.name,
+            "trigger": automation.trigger,
+            "cooldown_hours": cooldown_hours(automation.cooldown_seconds),
+        }
         if automation.secret:
             shown["secret"] = automation.secret
         if options["json"]:
             self.stdout.write(json.dumps(shown))
             return
-        self.stdout.write(f"Automation {automation.id} ({automation.name}) created.")
+        self.stdout.write(
+            f"Automation {automation.id} ({automation.name}) created; cool-down "
+            f"{cooldown_shown(automation.cooldown_seconds)} per subject."
+        )
         if automation.secret:
             self.stdout.write(
                 f"Signing secret (shown once; verify webhook-signature with it): "
