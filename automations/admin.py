@@ -226,6 +226,7 @@ class AutomationAdmin(_WorkspaceSettingsAdmin):
 class DeliveryAdmin(ObjectIdAdminMixin, _ManagedMixin, admin.ModelAdmin):
     list_display = ["id", "automation", "event_type", "status", "attempts", "created_at"]
     list_filter = ["status", "event_type"]
+    ordering = ["-created_at", "-id"]  # newest first, as on the automation's page
     fields = [
         "id",
         "automation",

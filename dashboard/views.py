@@ -183,7 +183,10 @@ class SubjectListView(WorkspaceView):
             link.pop("page", None)
             same = values["sort"] == name
             link["sort"] = name
-            link["order"] = "asc" if same and values["order"] == "desc" else "desc"
+            # A first click orders names A to Z and figures highest first; a second reverses.
+            first = "asc" if name == "name" else "desc"
+            flipped = "desc" if first == "asc" else "asc"
+            link["order"] = flipped if same and values["order"] == first else first
             sort_links[name] = link.urlencode()
         segments = [
             s
@@ -286,6 +289,7 @@ class AccountView(WorkspaceView):
             workspace=self.workspace, account_ids=[account.id]
         ).get(account.id, [])
         tree = account_tree(account=account)
+        basis = account_score_basis(found.score)
         return self.render(
             {
                 **shared,
@@ -294,9 +298,9 @@ class AccountView(WorkspaceView):
                 "users": record_selectors.account_users(workspace=self.workspace, account=account),
                 "segments": segments,
                 "tree": tree,
-                "score_basis": account_score_basis(found.score).sentence(
-                    with_accounts_under=bool(tree.children)
-                ),
+                "score_basis": basis.sentence(with_accounts_under=bool(tree.children)),
+                # No users, no score: the header says "–" beside the sentence, not a bare 0.
+                "unscored": basis.kind != "users_mean",
             }
         )
 

@@ -60,7 +60,10 @@ class ProductMembershipInline(admin.TabularInline):
     def has_view_permission(self, request, obj=None):
         if super().has_view_permission(request, obj):
             return True
-        return obj is not None and products_managed_by(request.user).filter(pk=obj.pk).exists()
+        managed = products_managed_by(request.user)
+        # Without a product (the inline's queryset is asked so), any manager: the formset then
+        # holds the members of the product on the page only, one the manager may open.
+        return managed.exists() if obj is None else managed.filter(pk=obj.pk).exists()
 
 
 @admin.register(Product)

@@ -261,3 +261,24 @@ def test_every_page_links_the_favicon_and_favicon_ico_answers(acme, vera):
     assert response.status_code == 301
     assert response["Location"] == "/static/dashboard/favicon.svg"
     assert finders.find("dashboard/favicon.svg") is not None
+
+
+@pytest.mark.parametrize("path", ["accounts/", "users/"])
+def test_a_first_click_on_name_sorts_a_to_z_and_on_a_figure_highest_first(acme, vera, path):
+    client = signed_in(vera)
+
+    first = client.get(url(acme.workspace, path)).context["sort_links"]
+    again = client.get(url(acme.workspace, path), {"sort": "name", "order": "asc"})
+
+    assert "sort=name" in first["name"] and "order=asc" in first["name"]
+    assert "order=desc" in first["change"]  # score is the sort already: its link reverses it
+    assert "order=asc" in first["score"]
+    assert "order=desc" in again.context["sort_links"]["name"]
+
+
+def test_a_users_page_leads_back_to_the_users_list(acme, vera, scored):
+    user = User.objects.get(product=acme.product, tracking_id="ann")
+
+    page = signed_in(vera).get(url(acme.workspace, f"users/{user.id}/")).content.decode()
+
+    assert f'<a href="/w/{acme.workspace.id}/users/">Users</a> /' in page

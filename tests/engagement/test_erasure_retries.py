@@ -98,7 +98,10 @@ def test_a_real_deadlock_is_tried_again_and_the_erasure_completes(
     erasure = request(acme, ada)
     with other_session() as other:
         # Another session takes Ada's row, then the waiting row the erasure has locked first:
-        # PostgreSQL breaks the deadlock by failing the erasure's try, which waited first.
+        # PostgreSQL breaks the deadlock by failing the erasure's try, which waited first. The
+        # other session checks for a deadlock only after 30 s, so on a loaded machine its check
+        # can never run first and fail it instead (seen once under a concurrent load).
+        other.execute("SET deadlock_timeout = '30s'")
         other.execute("SELECT id FROM engagement_user WHERE id = %s FOR UPDATE", [ada.id])
         runner = ErasureThread(erasure.id)
         runner.start()

@@ -254,6 +254,7 @@ def test_an_account_with_events_and_no_users_says_why_it_has_no_score(acme, api_
 
     page = account_page(vera, acme, account)
     assert NO_USERS in page
+    assert '<span class="figure" id="score">–</span>' in page  # no bare 0 beside the sentence
     assert "Report_Created" in page  # its events, labelled as the account's
     assert "The account's events" in page
     record = account_record(api_client, acme, account)
