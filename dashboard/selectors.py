@@ -223,8 +223,33 @@ class ListQuery:
         )
 
 
+class _ScoredRow:
+    """What a list row of either kind says of its score: its band and hot/cold mark
+    (engagement/bands.py), and a trait by name."""
+
+    __slots__ = ()
+    score: int
+    change: int
+    traits: dict
+
+    @property
+    def heating(self) -> bool:
+        return is_hot(self.change)
+
+    @property
+    def cooling(self) -> bool:
+        return is_cold(self.change)
+
+    @property
+    def band(self) -> Band:
+        return band_of(self.score)
+
+    def trait(self, name: str) -> object:
+        return self.traits.get(name)
+
+
 @dataclass(frozen=True, slots=True)
-class AccountRow:
+class AccountRow(_ScoredRow):
     id: int
     tracking_id: str
     name: str | None
@@ -236,24 +261,9 @@ class AccountRow:
     last_seen: datetime | None
     traits: dict = field(default_factory=dict)
 
-    @property
-    def heating(self) -> bool:
-        return is_hot(self.change)
-
-    @property
-    def cooling(self) -> bool:
-        return is_cold(self.change)
-
-    @property
-    def band(self) -> Band:
-        return band_of(self.score)
-
-    def trait(self, name: str) -> object:
-        return self.traits.get(name)
-
 
 @dataclass(frozen=True, slots=True)
-class UserRow:
+class UserRow(_ScoredRow):
     id: int
     tracking_id: str
     name: str | None  # engagement.presentation.user_name: name, first and last name, or email
@@ -262,21 +272,6 @@ class UserRow:
     change: int
     last_seen: datetime | None
     traits: dict = field(default_factory=dict)
-
-    @property
-    def heating(self) -> bool:
-        return is_hot(self.change)
-
-    @property
-    def cooling(self) -> bool:
-        return is_cold(self.change)
-
-    @property
-    def band(self) -> Band:
-        return band_of(self.score)
-
-    def trait(self, name: str) -> object:
-        return self.traits.get(name)
 
 
 @dataclass(frozen=True, slots=True)
