@@ -33,7 +33,10 @@ def test_the_users_list_in_the_browser(live_server, scored, vera):
         assert _breaks_no_word(page, "#users td, #users th")
         page.screenshot(path=str(SHOTS / "users-list.png"), full_page=True)
 
-        page.get_by_role("link", name="Name").click()  # by name, descending first
+        page.get_by_role("link", name="Name").click()  # by name, A to Z first
+        expect(rows.first).to_contain_text("Ann Lee")
+        expect(rows.last).to_contain_text("cy@hooli.example")
+        page.get_by_role("link", name="Name").click()  # again: Z to A
         expect(rows.first).to_contain_text("cy@hooli.example")
         page.get_by_label("Search").fill("lee")
         page.get_by_label("Search").press("Enter")

@@ -48,7 +48,7 @@ def test_the_account_page_says_its_score_is_its_users_mean_or_why_it_has_none(
         page.screenshot(path=str(SHOTS / "account-score-basis.png"), full_page=True)
 
         page.goto(f"{base}/{accounts['legacy']}/")
-        expect(page.locator("#score")).to_have_text("0")
+        expect(page.locator("#score")).to_have_text("–")  # no users, no score: not a bare 0
         expect(page.locator("#score-basis")).to_have_text(
             "No users are linked to this account, so it has no score: "
             "its score is the mean of its users' scores."
