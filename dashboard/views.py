@@ -9,6 +9,7 @@ that product: another product's id answers 404.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from django.contrib.auth.mixins import LoginRequiredMixin
@@ -290,6 +291,11 @@ class AccountView(WorkspaceView):
         ).get(account.id, [])
         tree = account_tree(account=account)
         basis = account_score_basis(found.score)
+        if basis.kind == "no_users":  # it has events: "no counted event" would be untrue
+            shared["history_chart"] = replace(
+                shared["history_chart"],
+                empty_text=f"No score in the last {days} days: no users are linked to it.",
+            )
         return self.render(
             {
                 **shared,

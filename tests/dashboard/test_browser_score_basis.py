@@ -49,6 +49,9 @@ def test_the_account_page_says_its_score_is_its_users_mean_or_why_it_has_none(
 
         page.goto(f"{base}/{accounts['legacy']}/")
         expect(page.locator("#score")).to_have_text("–")  # no users, no score: not a bare 0
+        expect(page.locator("#score-chart-empty")).to_have_text(
+            "No score in the last 30 days: no users are linked to it."
+        )
         expect(page.locator("#score-basis")).to_have_text(
             "No users are linked to this account, so it has no score: "
             "its score is the mean of its users' scores."
