@@ -5,7 +5,6 @@ door's lifespan), before it has counted anything."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 
@@ -44,12 +43,6 @@ def web_worker_stopped(pid: int) -> None:
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(pid)
-
-
-def multiprocess_dir_empty(directory: Path) -> None:
-    """Remove every file of the directory (tests; a deployment that stops all processes)."""
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True, exist_ok=True)
 
 
 def _process_alive(pid: int) -> bool:

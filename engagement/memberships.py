@@ -20,10 +20,6 @@ def products_visible_to(user) -> QuerySet[Product]:
     return products.filter(memberships__user=user)
 
 
-def can_view_product(user, product_id: int) -> bool:
-    return products_visible_to(user).filter(id=product_id).exists()
-
-
 def can_manage_product(user, product: Product | int) -> bool:
     """True for a superuser, or a member of this product with the manager role."""
     if not (user.is_authenticated and user.is_active):

@@ -180,9 +180,10 @@ class GroupCommitWriter:
                     await self._write_one_by_one(loop, batch)
                 else:
                     self._settle(batch, error)
-            except Exception as exc:
+            except Exception:
+                # The cause is in the log; the clients get the one retryable answer.
                 logger.exception("group commit failed")
-                self._settle(batch, _write_failed(exc))
+                self._settle(batch, _write_failed())
             else:
                 self._settle(batch, None)
                 self._ask_for_kick(loop)
@@ -310,5 +311,5 @@ def _refused_by_the_data(error: RequestError) -> bool:
     )
 
 
-def _write_failed(exc: Exception) -> RequestError:
+def _write_failed() -> RequestError:
     return service_unavailable("The service cannot store requests right now; retry shortly.")

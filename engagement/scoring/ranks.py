@@ -75,24 +75,21 @@ def update_ranks(run: ScoringRun, table: str) -> None:
     It depends only on a row's score and the workspace's score histogram, so one pass
     over the histogram rewrites only the rows whose rank moved.
     """
-    if run.sql.postgres:
-        # A histogram of at most 101 scores: hashing is the right plan here.
-        run.cursor.execute("SET LOCAL enable_hashagg = on")
     rank = run.sql.percentile_rank()
-    run.run(
-        f"""
-        UPDATE {table} SET percentile_rank = r.pr
-        FROM (
-            SELECT s, {rank} AS pr FROM (
-                SELECT engagement_score AS s, COUNT(*) AS c FROM {table}
-                WHERE workspace_id = %(ws)s GROUP BY engagement_score) h
-        ) r
-        WHERE {table}.workspace_id = %(ws)s AND {table}.engagement_score = r.s
-        AND {run.sql.differs(f"{table}.percentile_rank", "r.pr")}
-        """
-    )
-    if run.sql.postgres:
-        run.cursor.execute("SET LOCAL enable_hashagg = off")
+    # A histogram of at most 101 scores: hashing is the right plan here.
+    with run.hash_aggregation(allowed=True):
+        run.run(
+            f"""
+            UPDATE {table} SET percentile_rank = r.pr
+            FROM (
+                SELECT s, {rank} AS pr FROM (
+                    SELECT engagement_score AS s, COUNT(*) AS c FROM {table}
+                    WHERE workspace_id = %(ws)s GROUP BY engagement_score) h
+            ) r
+            WHERE {table}.workspace_id = %(ws)s AND {table}.engagement_score = r.s
+            AND {run.sql.differs(f"{table}.percentile_rank", "r.pr")}
+            """
+        )
 
 
 def update_moved_ranks(

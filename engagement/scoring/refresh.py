@@ -304,7 +304,7 @@ def _candidates_add(run: ScoringRun, kind: str, column: str, source: str) -> Non
     )
 
 
-def _users_rescore_changed(run: ScoringRun) -> int:
+def _users_rescore_changed(run: ScoringRun) -> ScoreRows:
     """Rescore the candidate users in scope; returns how the workspace's user rows changed."""
     run.temp("eds_t_scope_user", "user_id BIGINT PRIMARY KEY")
     in_scope = (
@@ -352,8 +352,9 @@ def _ranks_update(run: ScoringRun, kind: str, *, touched: str, change: ScoreRows
     update_moved_ranks(run, table, key=f"{kind}_id", touched=touched, before=kept, after=after)
 
 
-def _accounts_rescore_changed(run: ScoringRun) -> int:
-    """Rescore the changed accounts and those of rescored users; returns the row count change."""
+def _accounts_rescore_changed(run: ScoringRun) -> ScoreRows:
+    """Rescore the changed accounts and those of rescored users; returns how the workspace's
+    account rows changed."""
     # Accounts: those that changed, and those of users whose values changed.
     run.run(
         """
