@@ -7,15 +7,16 @@
     .venv/bin/python bench/bench_ingest.py --drain-only [--steady] [--seen-rows 30000000]
 
 From one run on this machine, against PostgreSQL and Redis on 127.0.0.1 (DJANGO_ENV=production):
-  1. a bare Django view that parses the JSON and answers 202 (the reference: Django's own ASGI
-     handler under the same uvicorn setup, bench/bare_asgi.py);
-  2. the lean durable door (issue 33's reference): a raw ASGI app, no framework, under the same
-     uvicorn setup, that parses the JSON, checks the Authorization header is there and stores
-     each request with a group-committed COPY before its 202 (bench/lean_door.py), every 202
-     checked against its table;
-  3. the ingestion door, v2 track (uvicorn, uvloop, httptools, group commit), every 202 checked
-     against the store; its requests/s over the lean door's is the figure door_vs_lean_door,
-     each door measured twice, lean-door-door-lean, and their rounds' mean rates compared;
+  1. Django as people deploy it, the first yardstick (DJANGO_SETUP below; bench/bare_*.py): a
+     plain Django project, no middleware, under gunicorn with cores x 2 + 1 sync workers, whose
+     view parses the JSON and inserts one row per request into PostgreSQL before its 202;
+  2. the lean durable door, the second yardstick (LEAN_SETUP; bench/lean_door.py): a raw ASGI
+     app, no framework, under the door's uvicorn command line, that parses the JSON, checks the
+     Authorization header is there and stores each request with a group-committed COPY;
+  3. the ingestion door, v2 track (uvicorn, uvloop, httptools, group commit); its requests/s over
+     each yardstick's are the figures door_vs_django and door_vs_lean_door. Each server runs
+     twice, Django-lean-door-door-lean-Django, so all three are centred on the same moment, and
+     their rounds' mean rates are compared; every 202 of all three is checked against its table;
   4. the ingestion door, /v1/batch with 100 messages a request;
   5. one process draining a backlog of 300,000 accepted requests: events applied per second.
 With --burst instead: the ASGI door at full speed with one draining process beside it and a low
@@ -65,6 +66,27 @@ PORT = int(os.environ.get("BENCH_PORT", "8601"))
 CONNECTIONS = 32
 TRACK_BODY = '{"userId":"usr_1042","event":"Report_Created","context":{"groupId":"acc_17"}}'
 LEAN_LABEL = "lean durable door, v2 track"  # bench/lean_door.py
+DJANGO_LABEL = "Django as deployed, v2 track"  # bench/bare_*.py
+DOOR_LABEL = "ASGI door, v2 track, durable"
+# The Django yardstick's table (bench/models.py), with the lean door's columns and index.
+BARE_TABLE = "bench_bare_accepted"
+BARE_TABLE_SQL = (
+    f"CREATE TABLE IF NOT EXISTS {BARE_TABLE} (id bigserial PRIMARY KEY, "
+    "received_at timestamptz NOT NULL, key_digest text NOT NULL, body jsonb NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS {BARE_TABLE}_received_idx ON {BARE_TABLE} (received_at)",
+)
+# The yardsticks' setups, one sentence each, printed beside their figures (and quoted in the
+# README and docs/benchmarks.md).
+DJANGO_SETUP = (
+    "Django as people deploy it: a plain Django project with no middleware under gunicorn with "
+    "{workers} sync workers (cores x 2 + 1), whose view parses the JSON and inserts one row per "
+    "request into PostgreSQL through the ORM (autocommit, persistent connections) before its 202."
+)
+LEAN_SETUP = (
+    "The lean durable door: a raw ASGI app with no framework under the door's uvicorn command "
+    "line ({workers} workers, uvloop, httptools) that parses the JSON, checks the Authorization "
+    "header is there and stores each request with a group-committed COPY before its 202."
+)
 SERVER_START_SECONDS = 30
 DRAIN_LIMIT_SECONDS = 600
 # Event times in the drain's backlog go back this far: 30 days by default (every event its own
@@ -143,6 +165,12 @@ def store_counts() -> tuple[int, int, int]:
 def lean_counts() -> tuple[int, int, int]:
     """(requests, messages, rows) in the lean door's table: a row, a request and a message each."""
     count = int(sql("SELECT count(*) FROM bench_lean_accepted")[0][0])
+    return count, count, count
+
+
+def django_counts() -> tuple[int, int, int]:
+    """(requests, messages, rows) in the Django yardstick's table: one of each per row."""
+    count = int(sql("SELECT count(*) FROM bench_bare_accepted")[0][0])  # BARE_TABLE
     return count, count, count
 
 
@@ -238,7 +266,7 @@ class Server:
                 with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/healthz", timeout=2):
                     return self
             except urllib.error.HTTPError:
-                return self  # the server answers (the bare URLconf has no /healthz)
+                return self  # the server answers (the Django yardstick has no /healthz)
             except OSError:
                 time.sleep(0.2)
         self.__exit__(None, None, None)
@@ -279,6 +307,22 @@ def uvicorn(workers: int, application: str = "config.asgi:application") -> list[
         "--http",
         "httptools",
         "--no-access-log",
+        "--log-level",
+        "warning",
+    ]
+
+
+def gunicorn(workers: int) -> list[str]:
+    """The Django yardstick as people serve Django: gunicorn's default sync workers."""
+    return [
+        str(BIN / "gunicorn"),
+        "bench.bare_wsgi:application",
+        "--bind",
+        f"127.0.0.1:{PORT}",
+        "--workers",
+        str(workers),
+        "--worker-class",
+        "sync",
         "--log-level",
         "warning",
     ]
@@ -824,15 +868,15 @@ def _rows(drained: dict) -> str:
 def print_targets(runs: list[Run], drains: list[dict]) -> None:
     """The ingestion targets (door speed, batches, drain) against this run's figures."""
     by_label = {run.label: run for run in runs}
-    bare = by_label.get("bare Django view, 202 (not stored)")
-    asgi = by_label.get("ASGI door, v2 track, durable")
+    django = by_label.get(DJANGO_LABEL)
+    asgi = by_label.get(DOOR_LABEL)
     lean = by_label.get(LEAN_LABEL)
     batch = by_label.get("ASGI door, /v1/batch x100, durable")
     lines = []
-    if bare and asgi and bare.requests_per_s:
-        ratio = asgi.requests_per_s / bare.requests_per_s
-        figure("door_vs_bare_django", ratio)
-        lines.append(_target_of("1. ASGI door / bare Django view", "door_vs_bare_django", ratio))
+    if django and asgi and django.requests_per_s:
+        ratio = asgi.requests_per_s / django.requests_per_s
+        figure("door_vs_django", ratio)
+        lines.append(_target_of("1. ASGI door / Django as deployed", "door_vs_django", ratio))
         lines.append(
             _target("1. ASGI door p99", f"{asgi.p99_ms:.1f} ms", asgi.p99_ms <= 20, "<= 20 ms")
         )
@@ -876,14 +920,14 @@ def print_table(runs: list[Run], drains: list[dict]) -> None:
         )
         print(f"{'  ' + run.server:<44}")
     by_label = {run.label: run for run in runs}
-    bare = by_label.get("bare Django view, 202 (not stored)")
-    if bare and bare.requests_per_s:
+    asgi = by_label.get(DOOR_LABEL)
+    if asgi:
         print()
-        for run in runs:
-            if run is not bare and run.messages_per_request == 1:
+        for yardstick in (by_label.get(DJANGO_LABEL), by_label.get(LEAN_LABEL)):
+            if yardstick and yardstick.requests_per_s:
                 print(
-                    f"ratio {run.label} / bare Django view: "
-                    f"{run.requests_per_s / bare.requests_per_s:.2f}x"
+                    f"ratio {asgi.label} / {yardstick.label}: "
+                    f"{asgi.requests_per_s / yardstick.requests_per_s:.2f}x"
                 )
     for drained in drains:
         print()
@@ -968,6 +1012,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=12, help="duration of each wrk run")
     parser.add_argument("--backlog", type=int, default=300_000, help="requests for the drain")
     parser.add_argument("--asgi-workers", type=int, default=2, help="uvicorn worker processes")
+    parser.add_argument(
+        "--django-workers",
+        type=int,
+        default=0,
+        help="gunicorn sync workers of the Django yardstick (default: cores x 2 + 1)",
+    )
     parser.add_argument("--burst", action="store_true", help="back-pressure mode (see above)")
     parser.add_argument(
         "--drain-only", action="store_true", help="skip the doors: fill the backlog and drain it"
@@ -1071,24 +1121,25 @@ def main() -> int:
         print(f"load average at start {started_load:.2f}, at end {load_average():.2f}")
         return 0
     uvicorn_setup = f"uvicorn, {args.asgi_workers} workers, uvloop, httptools, group commit"
+    django_workers = args.django_workers or (os.cpu_count() or 1) * 2 + 1
+    django_setup = f"gunicorn, {django_workers} sync workers, no middleware, an INSERT a request"
+    print(f"yardstick 1. {DJANGO_SETUP.format(workers=django_workers)}", flush=True)
+    print(f"yardstick 2. {LEAN_SETUP.format(workers=args.asgi_workers)}", flush=True)
+    for statement in BARE_TABLE_SQL:
+        sql(statement)
     runs: list[Run] = []
     try:
-        bare = uvicorn(args.asgi_workers, "bench.bare_asgi:application")
-        with Server("bare", bare, server_env("bench.bare_settings")):
-            runs.append(
-                measure(
-                    wrk_bin,
-                    track,
-                    seconds,
-                    Run("bare Django view, 202 (not stored)", uvicorn_setup.split(", group")[0]),
-                    stored=False,
-                )
-            )
-        # The lean door, the door, the door again, the lean door again (ABBA): both are
-        # centred on the same moment, so a VM whose speed drifts within minutes (the CPU
-        # reference moved from 121 to 214 ms within one run, docs/benchmarks.md 2026-11-27
-        # late morning) moves both alike and their ratio keeps still.
+        # Django, the lean door, the door, the door again, the lean door again, Django again:
+        # all three are centred on the same moment, so a VM whose speed drifts within minutes
+        # (the CPU reference moved from 121 to 214 ms within one run on 2026-11-27) moves them
+        # alike and their ratios keep still.
         lean_setup = uvicorn_setup.replace("group commit", "group-committed COPY, no framework")
+
+        def django_round() -> Run:
+            env = server_env("bench.bare_settings")
+            with Server("django", gunicorn(django_workers), env):
+                run = Run(DJANGO_LABEL, django_setup)
+                return measure(wrk_bin, track, seconds, run, stored=True, counts=django_counts)
 
         def lean_round() -> Run:
             lean = uvicorn(args.asgi_workers, "bench.lean_door:application")
@@ -1097,9 +1148,10 @@ def main() -> int:
                 return measure(wrk_bin, track, seconds, run, stored=True, counts=lean_counts)
 
         def door_round() -> Run:
-            run = Run("ASGI door, v2 track, durable", uvicorn_setup)
+            run = Run(DOOR_LABEL, uvicorn_setup)
             return measure(wrk_bin, track, seconds, run, stored=True)
 
+        django_rounds = [django_round()]
         lean_rounds = [lean_round()]
         with Server("asgi", uvicorn(args.asgi_workers), server_env()):
             door_rounds = [door_round()]
@@ -1114,20 +1166,23 @@ def main() -> int:
                 print("  /v1/batch: not an ingestion endpoint yet; skipped", flush=True)
             door_rounds.append(door_round())
         lean_rounds.append(lean_round())
-        runs += [combined(lean_rounds), combined(door_rounds)]
+        django_rounds.append(django_round())
+        runs += [combined(django_rounds), combined(lean_rounds), combined(door_rounds)]
         if batch_run is not None:
             runs.append(batch_run)
     finally:
         clear_kicks()
     print(f"filling the store with {backlog:,} accepted requests and draining them ...", flush=True)
     drains = [fill_and_drain(key, backlog, args)]
-    asgi = next((run for run in runs if run.label == "ASGI door, v2 track, durable"), None)
+    asgi = next((run for run in runs if run.label == DOOR_LABEL), None)
     if asgi and round(asgi.requests_per_row) > 1 and args.messages_per_request == 1:
         # The backlog again, stored as the ASGI door stored its single calls in this run.
         group = round(asgi.requests_per_row)
         print(f"again with {group} requests a row, as the ASGI door stored them ...", flush=True)
         drains.append(fill_and_drain(key, backlog - backlog % group, args, group))
     print_table(runs, drains)
+    print(f"\nyardstick 1. {DJANGO_SETUP.format(workers=django_workers)}")
+    print(f"yardstick 2. {LEAN_SETUP.format(workers=args.asgi_workers)}")
     print_targets(runs, drains)
     print(f"load average at start {started_load:.2f}, at end {load_average():.2f}")
     lost = sum(run.lost for run in runs)

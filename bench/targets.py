@@ -38,8 +38,8 @@ class Target:
 
 TARGETS: dict[str, Target] = {
     "door_cpu_us": Target("bench_door_cpu", "door CPU per v2 track", "us", at_most=12),
-    "door_vs_bare_django": Target(
-        "bench_ingest", "ASGI door, v2 track / bare Django view", "x", at_least=3
+    "door_vs_django": Target(
+        "bench_ingest", "ASGI door, v2 track / Django as deployed", "x", at_least=3
     ),
     "door_vs_lean_door": Target(
         "bench_ingest", "ASGI door, v2 track / lean durable door", "x", at_least=0.9
