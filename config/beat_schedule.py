@@ -25,6 +25,10 @@ def beat_schedule(*, sweep_seconds: int, refresh_seconds: int) -> dict[str, dict
         # Score history: store the day that ended, recompute after a settings change or a
         # backfill.
         "score-history-due": _every(_MINUTELY, "engagement.tasks.score_history_due"),
+        # Erasures whose task was lost (a restore under a new broker, a flushed broker) run.
+        "erasures-stalled-requeue": _every(
+            _MINUTELY * 10, "engagement.tasks.erasures_stalled_requeue_task"
+        ),
         # Deliveries whose attempt was lost (a killed worker, a restarted broker) are sent again.
         "automations-deliveries-due": _every(5.0, "automations.tasks.deliveries_due"),
         "automations-trait-syncs-due": _every(_MINUTELY, "automations.tasks.trait_syncs_due"),

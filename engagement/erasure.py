@@ -17,7 +17,7 @@ from time import sleep
 
 from celery import current_app
 from django.db import connection, transaction
-from django.db.models import Max, Min
+from django.db.models import Max, Min, Q
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
@@ -118,6 +118,33 @@ def erasure_request(
                 )
         transaction.on_commit(lambda: erasure_run_task.delay(erasure.id))
     return erasure
+
+
+# An erasure still pending or running this long after its last start has lost its task (a
+# database restored from a backup under a new broker, a flushed broker): the sweep queues it
+# again. Longer than the task's longest retry pause (ERASURE_RETRY_MAX_SECONDS in tasks).
+ERASURE_STALLED_AFTER = timedelta(minutes=10)
+
+
+def erasures_stalled_requeue(*, now: datetime | None = None) -> int:
+    """Queue again every erasure left pending or running past ERASURE_STALLED_AFTER; returns
+    how many. A second task for one that is still being run is harmless: a run holds the
+    erasure's row (_erasure_attempt) and the other skips it."""
+    erasure_run_task = current_app.tasks[ERASURE_TASK]
+    before = (now or timezone.now()) - ERASURE_STALLED_AFTER
+    stalled = list(
+        Erasure.objects.filter(
+            Q(status=Erasure.Status.PENDING, requested_at__lt=before)
+            | Q(status=Erasure.Status.RUNNING, started_at__lt=before)
+        ).values_list("id", flat=True)
+    )
+    for erasure_id in stalled:
+        erasure_run_task.delay(erasure_id)
+        # The clock restarts: the next sweep waits another period before queueing it again.
+        Erasure.objects.filter(id=erasure_id, status=Erasure.Status.RUNNING).update(
+            started_at=timezone.now()
+        )
+    return len(stalled)
 
 
 def erasure_get_for_product(*, product_id: int, erasure_id: int) -> Erasure | None:

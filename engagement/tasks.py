@@ -7,7 +7,7 @@ from celery import shared_task
 from django.conf import settings
 
 from engagement import event_store, history, metrics, scoring, segments, services
-from engagement.erasure import ErasureDeferred, erasure_run
+from engagement.erasure import ErasureDeferred, erasure_run, erasures_stalled_requeue
 from engagement.models import Segment, Workspace
 from engagement.segments import segment_refresh
 from engagement.stored_json import with_json_as_text
@@ -143,3 +143,9 @@ def erasure_run_task(self, erasure_id: int) -> str:
         logger.warning("erasure %s deferred; retrying in %s s", erasure_id, countdown)
         raise self.retry(exc=deferred, countdown=countdown, max_retries=None) from deferred
     return "skipped" if done is None else done.status
+
+
+@shared_task(ignore_result=True)
+def erasures_stalled_requeue_task() -> int:
+    """Queue again the erasures whose task was lost (engagement.erasure)."""
+    return erasures_stalled_requeue()

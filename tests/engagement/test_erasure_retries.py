@@ -4,19 +4,24 @@ marks it failed, and then nothing was erased and the record says which cause."""
 
 import threading
 import time
+from datetime import timedelta
 
 import psycopg
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import OperationalError, connection
+from django.utils import timezone
 
+from config.celery import app
 from engagement.erasure import (
+    ERASURE_STALLED_AFTER,
     QUICK_TRIES,
     ErasureDeferred,
     erasure_failure_reason,
     erasure_request,
     erasure_run,
+    erasures_stalled_requeue,
 )
 from engagement.erasure_hooks import ErasureStage
 from engagement.models import Erasure, Event, User
@@ -214,3 +219,33 @@ def test_the_erase_command_tries_again_until_the_erasure_completes(acme, ada, er
     assert "trying again in 1 s" in printed.err
     assert '"status": "completed"' in printed.out
     assert_erased(ada)
+
+
+def test_an_erasure_whose_task_was_lost_is_queued_again_by_the_sweep(acme, ada):
+    """A database restored under a new broker, or a flushed broker, loses the erasure's task: the
+    sweep queues it again once it is ERASURE_STALLED_AFTER old, and it completes."""
+    erasure = request(acme, ada)  # its task is never run here (no worker): as if lost
+    assert erasures_stalled_requeue() == 0  # not stalled yet: its task may just be queued
+    later = timezone.now() + ERASURE_STALLED_AFTER + timedelta(seconds=1)
+    app.conf.task_always_eager = True
+    try:
+        assert erasures_stalled_requeue(now=later) == 1
+    finally:
+        app.conf.task_always_eager = False
+    erasure.refresh_from_db()
+    assert erasure.status == Erasure.Status.COMPLETED
+    assert not User.objects.filter(id=ada.id).exists()
+    assert erasures_stalled_requeue(now=later) == 0  # done: never queued again
+
+
+def test_a_running_erasure_left_by_a_lost_task_restarts_its_clock_when_queued(acme, ada):
+    """One left running (its worker killed, its retries lost) is queued again once per period:
+    its start moves to the time it was queued, so the next sweep does not queue it twice."""
+    erasure = request(acme, ada)
+    long_ago = timezone.now() - ERASURE_STALLED_AFTER - timedelta(minutes=1)
+    Erasure.objects.filter(id=erasure.id).update(
+        status=Erasure.Status.RUNNING, started_at=long_ago
+    )
+    assert erasures_stalled_requeue() == 1
+    assert erasures_stalled_requeue() == 0
+    assert Erasure.objects.get(id=erasure.id).started_at > long_ago
