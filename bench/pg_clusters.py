@@ -6,6 +6,9 @@ as a separate server would, so a benchmark can measure the lag a read API on it 
     with primary_and_replica(ports=(5440, 5441)) as (primary, replica):
         primary.url("mydb"), replica.url("mydb")
 
+The failover test (tests/config/test_failover.py) makes the replica a synchronous standby
+(`primary_settings`), promotes it and stops the primary as a crash would (`stop("immediate")`).
+
 Both clusters run Debian's defaults (128 MB of shared buffers, the primary's WAL sent as it is
 flushed). PostgreSQL refuses to run as root: as root the servers run as the `postgres` user.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -59,6 +63,9 @@ def _run(*command: str) -> None:
 class Cluster:
     directory: Path
     port: int
+    # Server settings given on the command line (`-c name=value`): this cluster's own, not
+    # copied into a base backup of it.
+    settings: dict[str, str] = field(default_factory=dict)
     started: bool = field(default=False, init=False)
 
     def url(self, database: str) -> str:
@@ -66,6 +73,10 @@ class Cluster:
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1"
+        # pg_ctl runs the server through the shell: quoted, as `'*'` must be.
+        options += "".join(
+            f" -c {name}={shlex.quote(value)}" for name, value in self.settings.items()
+        )
         log = self.directory / "server.log"
         pg_ctl = str(_bin_dir() / "pg_ctl")
         _run(pg_ctl, "-D", str(self.directory), "-l", str(log), "-w", "-o", options, "start")
@@ -88,20 +99,45 @@ class Cluster:
                 total += int(fields[11]) + int(fields[12])
         return total / os.sysconf("SC_CLK_TCK")
 
-    def stop(self) -> None:
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server; `immediate`: as a crash would, without a checkpoint, every session
+        cut off."""
         if self.started:
-            _run(str(_bin_dir() / "pg_ctl"), "-D", str(self.directory), "-m", "fast", "-w", "stop")
+            _run(str(_bin_dir() / "pg_ctl"), "-D", str(self.directory), "-m", mode, "-w", "stop")
             self.started = False
+
+    def rebuild_as_standby_of(
+        self, primary: Cluster, settings: dict[str, str] | None = None
+    ) -> None:
+        """Stop this cluster, replace its files with a base backup of `primary` and start it
+        as `primary`'s hot standby, with `settings` (none of its former ones): how an old
+        primary rejoins after a failover."""
+        self.stop()
+        shutil.rmtree(self.directory)
+        _run(
+            str(_bin_dir() / "pg_basebackup"), "-h", "127.0.0.1", "-U", "postgres",
+            "-p", str(primary.port), "-D", str(self.directory), "-R", "-c", "fast",
+        )
+        self.settings = dict(settings or {})
+        self.start()
+
+    def promote(self) -> None:
+        """A standby becomes a primary (what Patroni or a managed service does on failover);
+        returns once it accepts writes."""
+        _run(str(_bin_dir() / "pg_ctl"), "-D", str(self.directory), "-w", "promote")
 
 
 @contextlib.contextmanager
-def primary_and_replica(*, ports: tuple[int, int]) -> Iterator[tuple[Cluster, Cluster]]:
+def primary_and_replica(
+    *, ports: tuple[int, int], primary_settings: dict[str, str] | None = None
+) -> Iterator[tuple[Cluster, Cluster]]:
     """A new primary cluster on the first port and a streaming replica of it (hot standby,
-    `pg_basebackup -R`) on the second; both stopped and their files removed on exit."""
+    `pg_basebackup -R`) on the second; both stopped and their files removed on exit.
+    `primary_settings`: server settings of the primary alone (e.g. synchronous_standby_names)."""
     root = Path(tempfile.mkdtemp(prefix="eds-bench-clusters-"))
     if os.geteuid() == 0:
         shutil.chown(root, SERVER_USER, SERVER_USER)
-    primary = Cluster(root / "primary", ports[0])
+    primary = Cluster(root / "primary", ports[0], dict(primary_settings or {}))
     replica = Cluster(root / "replica", ports[1])
     try:
         initdb = str(_bin_dir() / "initdb")

@@ -159,6 +159,11 @@ DATABASES, DATABASE_ROUTERS = databases_from_env(
     data_dir=DATA_DIR,
 )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# PostgreSQL: how long a statement of `migrate` waits for a lock before it fails (0: no limit).
+# A statement waiting for a table's lock queues every later reader and writer of that table
+# behind it, the door's inserts included; failing after a moment and trying again later is
+# better (config/management/commands/migrate.py, docs/deployment.md).
+MIGRATION_LOCK_TIMEOUT_SECONDS = env_int("MIGRATION_LOCK_TIMEOUT_SECONDS", 2, minimum=0)
 
 # --- Celery ---------------------------------------------------------------------------------
 _broker_url = env_str("CELERY_BROKER_URL", "")

@@ -60,8 +60,8 @@ class StagedTracks:
 
 def staged_tracks_start() -> StagedTracks:
     """An empty staging table for this transaction's tracks, and its handle. Call it inside a
-    transaction: the table is session-local (a temporary table), emptied here and, on
-    PostgreSQL, at commit."""
+    transaction: the table is a temporary table, emptied here; on PostgreSQL it is dropped at
+    commit, on SQLite (one process, no pooler) it stays in the session, empty until next time."""
     database_backend().staged_tracks_start(
         StagedTracks.TABLE,
         "user_tracking_id text, account_tracking_id text, event_name text, timestamp_ms bigint",

@@ -61,6 +61,12 @@ class EventLoopCopy:
         except psycopg.Error:
             await self.close()
 
+    def abandon(self) -> psycopg.AsyncConnection | None:
+        """Give up the connection (a write on it did not end in time) and return it, for the
+        caller to close once that write has ended; the next write opens another."""
+        session, self._connection = self._connection, None
+        return session
+
     async def close(self) -> None:
         session, self._connection = self._connection, None
         if session is not None and self._loop is asyncio.get_running_loop():

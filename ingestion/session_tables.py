@@ -1,7 +1,7 @@
 """PostgreSQL: the tables one drain's steps hand each other, as values.
 
 A drain's claim, its staged messages and the messageIds it claimed live in temporary tables of
-the database session (so the rows never travel to Python and back). Each is a `SessionTable`
+the drain's transaction (so the rows never travel to Python and back). Each is a `SessionTable`
 defined here once, with its columns; a step that fills one returns it (inside a typed value such
 as `queue.ClaimedBatch`), and the steps that read it take it as an argument and use its `name`,
 never a name of their own.
@@ -20,11 +20,16 @@ class SessionTable:
     columns: str
 
     def start(self) -> SessionTable:
-        """The table, created once per session and emptied now (and at every commit)."""
+        """The table, empty, for the rest of this transaction (call it inside one)."""
+        # ON COMMIT DROP: nothing of the table outlives the transaction, so a transaction pooler
+        # (PgBouncer, pool_mode=transaction) may hand the next transaction any server session,
+        # and a deploy that changes the columns never meets a session's older table. Creating it
+        # per transaction measured the same as keeping it per session, which empties it at every
+        # commit anyway (docs/benchmarks.md, "Behind PgBouncer"). IF NOT EXISTS and the
+        # TRUNCATE: a second start in the same transaction empties it.
         with connection.cursor() as cursor:
             cursor.execute(
-                f"CREATE TEMP TABLE IF NOT EXISTS {self.name} ({self.columns}) "
-                "ON COMMIT DELETE ROWS"
+                f"CREATE TEMP TABLE IF NOT EXISTS {self.name} ({self.columns}) ON COMMIT DROP"
             )
             cursor.execute(f"TRUNCATE {self.name}")
         return self

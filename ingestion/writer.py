@@ -7,7 +7,8 @@ one COPY, one commit: on PostgreSQL on an async connection of the event loop its
 to a thread and back per write: the door answered 10-15% more requests a second so), elsewhere
 with `store_accepted_batch` in a thread of its own. Only when that commit
 returns does each waiting request get its answer, so a 202 is as durable as one commit per
-request would make it, while the commit cost is shared by every request in the batch.
+request would make it, while the commit cost is shared by every request in the batch. A commit
+that does not come back within WRITE_DEADLINE_SECONDS is answered 503 and given up.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from ingestion.store import (
 )
 
 if TYPE_CHECKING:
+    import psycopg
+
     from ingestion.pg_copy import EventLoopCopy
 
 logger = logging.getLogger(__name__)
@@ -61,6 +64,12 @@ KICK_INTERVAL_SECONDS = 0.05
 BACKLOG_COUNT_SECONDS = 1.0
 # Should that thread fall behind (or not have run yet), the write path counts for itself.
 BACKLOG_STALE_SECONDS = 5.0
+# The longest a request waits for its commit before it is answered 503 (a write none of whose
+# requests waits any more is given up, with its connection): far above a commit's usual
+# milliseconds, below the 10-15 s an SDK waits for an answer. It bounds what nothing else does:
+# a commit waiting for a synchronous standby that is gone (the old primary of a failover, which
+# no standby confirms any more), a host that vanished before TCP tells (docs/deployment.md).
+WRITE_DEADLINE_SECONDS = 5.0
 
 
 # The writer thread keeps its database connection from one batch to the next: handing it back
@@ -106,8 +115,12 @@ class GroupCommitWriter:
         gather_seconds: float = GATHER_SECONDS,
         max_batch_entries: int = MAX_BATCH_ENTRIES,
         kick_interval_seconds: float = KICK_INTERVAL_SECONDS,
+        write_deadline_seconds: float = WRITE_DEADLINE_SECONDS,
     ) -> None:
         self.gather_seconds = gather_seconds
+        self.write_deadline_seconds = write_deadline_seconds
+        # Writes given up at their deadline, still ending (closed once they have).
+        self._abandoned: set[asyncio.Task] = set()
         self.max_batch_entries = max_batch_entries
         self.kick_interval_seconds = kick_interval_seconds
         self._pending: deque[tuple[Sequence[Entry], asyncio.Future]] = deque()
@@ -142,7 +155,17 @@ class GroupCommitWriter:
         self._wake.set()
         if len(self._pending) >= self._group:
             self._gathered.set()
-        await done
+        try:
+            async with asyncio.timeout(self.write_deadline_seconds):
+                await asyncio.shield(done)
+        except TimeoutError:
+            if done.done():  # settled just as the deadline passed
+                return done.result()
+            # Not written yet: it never will be (_take_batch skips it). Being written: it may
+            # still commit, as when a connection breaks during a commit; a 503 promises nothing.
+            done.cancel()
+            logger.error("an accepted request was not committed within its deadline")
+            raise _write_failed() from None
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._loop_copy is None:
@@ -171,10 +194,12 @@ class GroupCommitWriter:
                     continue
             await self._gather(loop)
             batch = self._take_batch(loop)
+            if not batch:
+                continue  # every one of them was answered 503 at its deadline
             self._group = max(len(batch), MIN_GROUP)
             entries = [entry for waiting, _ in batch for entry in waiting]
             try:
-                await self._write(loop, entries)
+                await self._write_in_time(loop, entries, [done for _, done in batch])
             except RequestError as error:
                 if len(batch) > 1 and _refused_by_the_data(error):
                     await self._write_one_by_one(loop, batch)
@@ -207,6 +232,32 @@ class GroupCommitWriter:
         finally:
             self._last_write = loop.time()
 
+    async def _write_in_time(
+        self, loop: asyncio.AbstractEventLoop, entries, answers: list[asyncio.Future]
+    ) -> None:
+        """`_write`, given up once every request it carries has had its 503 (`store`'s
+        deadline): the statement is cancelled, its connection left to end and be closed on its
+        own, and the next write opens another, which a failover's new primary may answer. (The
+        writer thread's write cannot be called off; its requests still get their 503 in time.)"""
+        if self._loop_copy is None:
+            await self._write(loop, entries)
+            return
+        write = loop.create_task(self._write(loop, entries), name="eds-group-commit-write")
+        while not write.done():
+            waiting = [answer for answer in answers if not answer.done()]
+            if not waiting:
+                break
+            await asyncio.wait({write, *waiting}, return_when=asyncio.FIRST_COMPLETED)
+        if write.done():
+            return write.result()
+        given_up = self._loop_copy.abandon()
+        write.cancel()  # psycopg asks the server to cancel the statement, for at most 10 s
+        ending = loop.create_task(_close_when_ended(write, given_up), name="eds-given-up-write")
+        self._abandoned.add(ending)
+        ending.add_done_callback(self._abandoned.discard)
+        logger.error("a write outlived its requests' deadline: given up")
+        raise _write_failed()
+
     async def _gather(self, loop: asyncio.AbstractEventLoop) -> None:
         """Wait until as many requests wait as the last write carried (at least two), or out the
         rest of the window measured from the oldest waiting request, whichever comes first.
@@ -229,7 +280,7 @@ class GroupCommitWriter:
         stored = False
         for waiting in batch:
             try:
-                await self._write(loop, waiting[0])
+                await self._write_in_time(loop, waiting[0], [waiting[1]])
             except RequestError as error:
                 self._settle([waiting], error)
             else:
@@ -245,6 +296,8 @@ class GroupCommitWriter:
             not batch or size + len(self._pending[0][0]) <= self.max_batch_entries
         ):
             waiting = self._pending.popleft()
+            if waiting[1].done():  # answered 503 at its deadline while it waited
+                continue
             batch.append(waiting)
             size += len(waiting[0])
         self._pending_since = loop.time()
@@ -295,11 +348,21 @@ class GroupCommitWriter:
                 await self._counter
             self._counter = None
             await loop.run_in_executor(self._count_thread, _close_connection)
+        if self._abandoned:
+            await asyncio.wait(self._abandoned)
         if self._loop_copy is not None:
             await self._loop_copy.close()
         await loop.run_in_executor(self._db_thread, _close_connection)
         for thread in (self._db_thread, self._kick_thread, self._count_thread):
             thread.shutdown(wait=True)
+
+
+async def _close_when_ended(write: asyncio.Task, session: psycopg.AsyncConnection | None) -> None:
+    await asyncio.wait({write})
+    if not write.cancelled():
+        write.exception()  # retrieved: it was answered (503) and logged already
+    if session is not None:
+        await session.close()
 
 
 def _refused_by_the_data(error: RequestError) -> bool:

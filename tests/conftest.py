@@ -198,3 +198,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             f"--dist loadgroup is not grouping the e2e tests (e.g. {ungrouped[0]}): "
             "check the pytest and pytest-xdist versions"
         )
+
+
+@pytest.fixture(autouse=True)
+def _no_session_state():
+    """Fail a test whose service code left PostgreSQL session state behind its transaction
+    (SET, a temporary table without ON COMMIT DROP, a held cursor...): behind a transaction
+    pooler the next transaction may run on another server session (tests/session_state.py)."""
+    from tests.session_state import guard, install
+
+    install()
+    guard.taken()
+    yield
+    found = guard.taken()
+    if found:
+        pytest.fail("session state that outlives a transaction:\n  " + "\n  ".join(found[:10]))

@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote
 
 from django.db import connection
 
@@ -21,7 +22,30 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def production_env(broker_url: str, tmp_path: Path) -> dict:
+def database_url(db: dict) -> str:
+    """The URL of a DATABASES entry, one host or several (HOST and PORT libpq's comma-separated
+    lists, as config/database.py makes them from a multi-host URL)."""
+    hosts = str(db["HOST"] or "127.0.0.1").split(",")
+    ports = str(db["PORT"] or "").split(",")
+    ports = ports * len(hosts) if len(ports) == 1 else ports  # libpq: one port for every host
+    hosts = [f"[{host}]" if ":" in host else host for host in hosts]  # an IPv6 address
+    netloc = ",".join(
+        f"{host}:{port}" if port else host for host, port in zip(hosts, ports, strict=True)
+    )
+    password = f":{quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
+    return f"postgres://{quote(db['USER'])}{password}@{netloc}/{db['NAME']}"
+
+
+def pooled_database_url(db: dict) -> str:
+    """The test database through TEST_POOLER_URL (a PgBouncer in transaction mode in front of
+    the test server, given without a database name: `.ci/run` starts one), else direct."""
+    pooler = os.environ.get("TEST_POOLER_URL", "").rstrip("/")
+    return f"{pooler}/{db['NAME']}" if pooler else database_url(db)
+
+
+def production_env(broker_url: str, tmp_path: Path, *, direct: bool = False) -> dict:
+    """The environment of a production-mode process on the test database: through
+    TEST_POOLER_URL when it is set, unless `direct` (a test of the server's own sessions)."""
     db = connection.settings_dict
     env = dict(os.environ)
     env.update(
@@ -29,7 +53,7 @@ def production_env(broker_url: str, tmp_path: Path) -> dict:
         SECRET_KEY="test-only-" + "x" * 40,
         FIELD_ENCRYPTION_SALT="test-only-salt",
         ALLOWED_HOSTS="127.0.0.1",
-        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        DATABASE_URL=database_url(db) if direct else pooled_database_url(db),
         CELERY_BROKER_URL=broker_url,
         STATIC_ROOT=str(tmp_path / "static"),
     )

@@ -100,10 +100,11 @@ def staged_tracks_add(cursor, table: str, columns: Sequence[str], rows: Sequence
 
 
 def events_store(cursor, product_id: int, staged: StagedTrackIds) -> tuple[StoredEvents, set[str]]:
-    # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
+    # This transaction's only (ON COMMIT DROP: nothing outlives it, so a transaction pooler may
+    # hand the next one any server session); the TRUNCATE keeps each call's rows its own.
     cursor.execute(
         f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (user_id bigint NOT NULL, "
-        "account_id bigint, name text NOT NULL, ms bigint NOT NULL) ON COMMIT DELETE ROWS"
+        "account_id bigint, name text NOT NULL, ms bigint NOT NULL) ON COMMIT DROP"
     )
     cursor.execute(f"TRUNCATE {_STAGE}")
     cursor.execute(

@@ -101,11 +101,10 @@ class PostgresBackend(DatabaseBackend):
             pg_events.staged_tracks_add(cursor, table, columns, rows)
 
     def staged_tracks_start(self, table: str, columns: str) -> None:
-        # Session-local; ON COMMIT DELETE ROWS and the TRUNCATE keep each call's rows its own.
+        # This transaction's only (ON COMMIT DROP: nothing outlives it, so a transaction pooler
+        # may hand the next one any server session); the TRUNCATE keeps each call's rows its own.
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"CREATE TEMP TABLE IF NOT EXISTS {table} ({columns}) ON COMMIT DELETE ROWS"
-            )
+            cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} ({columns}) ON COMMIT DROP")
             cursor.execute(f"TRUNCATE {table}")
 
     def event_tallies_compact(self) -> int:

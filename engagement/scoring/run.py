@@ -67,7 +67,11 @@ class StatementRunner:
     def temp(self, name: str, columns: str) -> None:
         """Create (or empty) a temporary table that close() drops."""
         self.cursor.execute(f"DROP TABLE IF EXISTS {name}")
-        self.cursor.execute(f"CREATE TEMPORARY TABLE {name} ({columns})")
+        # On PostgreSQL also ON COMMIT DROP: should close() never run (an error), the table still
+        # ends with the job's transaction, and no session state outlives it (a transaction
+        # pooler may give the next transaction this server session).
+        on_commit = " ON COMMIT DROP" if self.sql.postgres else ""
+        self.cursor.execute(f"CREATE TEMPORARY TABLE {name} ({columns}){on_commit}")
         if name not in self._temp_tables:
             self._temp_tables.append(name)
 

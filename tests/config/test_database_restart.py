@@ -57,7 +57,8 @@ def test_the_web_server_and_a_worker_survive_a_database_restart(broker, tmp_path
     ProductMembership.objects.create(
         user=manager, product=acme.product, role=ProductMembership.Role.MANAGER
     )
-    env = production_env(settings.CELERY_BROKER_URL, tmp_path)
+    # Direct: the test ends the service's own server sessions, which a pooler would hold.
+    env = production_env(settings.CELERY_BROKER_URL, tmp_path, direct=True)
     signed_in = {"Cookie": _session_cookie(manager, env["SECRET_KEY"])}
     workspace = acme.workspace.id
     port = free_port()

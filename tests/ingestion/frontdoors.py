@@ -14,13 +14,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import uvicorn
 from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 from ingestion.asgi import IngestionFrontDoor
+from tests.processes import database_url
 
 
 @dataclass
@@ -137,9 +138,4 @@ def free_port() -> int:
 
 def database_url_of_tests() -> str:
     """The test database as a DATABASE_URL, for a server process of its own."""
-    db = settings.DATABASES["default"]
-    password = f":{quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
-    return (
-        f"postgres://{quote(db['USER'])}{password}@{db['HOST'] or '127.0.0.1'}:"
-        f"{db['PORT'] or 5432}/{db['NAME']}"
-    )
+    return database_url(settings.DATABASES["default"])

@@ -20,6 +20,7 @@ from django.db import connection
 from engagement.models import Account, Event, User
 from ingestion.models import AcceptedRequest
 from tests.conftest import make_tenant
+from tests.processes import database_url
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +51,7 @@ def service_env(**extra: str) -> dict:
     db = connection.settings_dict
     env = dict(os.environ)
     env.update(
-        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        DATABASE_URL=database_url(db),
         CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
         **extra,
     )
