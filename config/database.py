@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 import psycopg
@@ -50,6 +51,12 @@ def _database_from_url(url: str, variable: str) -> dict:
         options = database.setdefault("OPTIONS", {})
         for name, value in _CONNECTION_DEFAULTS.items():
             options.setdefault(name, value)
+        # QuerySet.iterator() outside a transaction (a form's ModelChoiceField renders its
+        # choices so, in the dashboard and the admin) declares a cursor WITH HOLD that outlives
+        # its transaction: behind a transaction pooler (PgBouncer) the next FETCH may reach
+        # another server session, where it does not exist. Client-side cursors hold no such
+        # state; the service's large reads are chunked by key, not by cursor.
+        database["DISABLE_SERVER_SIDE_CURSORS"] = True
     # Under ASGI (uvicorn) every request runs on a fresh thread, so a persistent connection is
     # never reused and each read opened a new PostgreSQL session; a pool per process fixes that.
     if database["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_POOL", True):
@@ -68,24 +75,24 @@ def _database_from_url(url: str, variable: str) -> dict:
     return database
 
 
-def _parse(url: str) -> dict:
+def _parse(url: str) -> dict[str, Any]:
     """dj_database_url's settings for `url`; a PostgreSQL URL may name several hosts, as libpq's
     do (`host1:5432,host2:5433`): HOST and PORT are then libpq's comma-separated lists, which
     Django hands to psycopg as they are, and psycopg tries the hosts in order."""
     parts = re.fullmatch(r"([^:/?#]+)://([^/?#]*)(.*)", url, flags=re.DOTALL)
     # A password is percent-encoded, so the last "@" ends the user part (as urllib splits it).
     user, at, hosts = parts.group(2).rpartition("@") if parts else ("", "", "")
-    if "," not in hosts:
-        return dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    if parts is None or "," not in hosts:
+        return dict(dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True))
     # Everything but the hosts parses as a one-host URL would (query options, currentSchema);
     # the host list as libpq parses it.
     one_host = f"{parts.group(1)}://{user}{at}multi-host{parts.group(3)}"
-    database = dj_database_url.parse(one_host, conn_max_age=60, conn_health_checks=True)
+    database = dict(dj_database_url.parse(one_host, conn_max_age=60, conn_health_checks=True))
     if database["ENGINE"] not in _POSTGRESQL_ENGINES:
         raise ValueError("several hosts are for PostgreSQL only")
     parsed = conninfo_to_dict(f"postgresql://{hosts}/")
-    names = parsed.get("host", "").split(",")
-    ports = parsed.get("port", "").split(",")
+    names = str(parsed.get("host") or "").split(",")
+    ports = str(parsed.get("port") or "").split(",")
     if any(not name for name in names):
         raise ValueError("a host of the list is empty")
     for port in ports:

@@ -91,23 +91,45 @@ def test_a_planted_set_work_mem_is_caught_on_a_real_connection():
     assert session_state.guard.taken() == found
 
 
+_ITERATE = (
+    "def run(products, atomic):\n"
+    "    outside = [p.name for p in products.iterator(chunk_size=10)]\n"
+    "    with atomic():\n"
+    "        inside = [p.name for p in products.iterator(chunk_size=10)]\n"
+    "    return outside, inside\n"
+)
+
+
 @pytest.mark.django_db(transaction=True)
-def test_an_iterator_outside_a_transaction_is_caught():
-    """Django declares an .iterator() cursor WITH HOLD in autocommit (the dashboard's export
-    wraps it in atomic() for that reason)."""
+def test_an_iterator_outside_a_transaction_is_caught_with_server_side_cursors(monkeypatch):
+    """With Django's default (server-side cursors), an .iterator() in autocommit declares its
+    cursor WITH HOLD: the guard catches it."""
     from engagement.models import Product
 
     Product.objects.create(name="Held")
-    run = _service_code(
-        "def run(products, atomic):\n"
-        "    outside = [p.name for p in products.iterator(chunk_size=10)]\n"
-        "    with atomic():\n"
-        "        inside = [p.name for p in products.iterator(chunk_size=10)]\n"
-        "    return outside, inside\n"
-    )
+    monkeypatch.setitem(connection.settings_dict, "DISABLE_SERVER_SIDE_CURSORS", False)
+    run = _service_code(_ITERATE)
     guard = SessionStateGuard()
     with connection.execute_wrapper(guard):
         assert run(Product.objects.all(), transaction.atomic) == (["Held"], ["Held"])
     found = guard.taken()
     assert len(found) == 1 and "WITH HOLD" in found[0]
     assert session_state.guard.taken() == found
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_service_never_holds_a_cursor_past_its_transaction():
+    """config/database.py turns server-side cursors off: an .iterator() outside a transaction
+    (a form's ModelChoiceField renders its choices so, in the dashboard and the admin) holds
+    nothing in the session."""
+    from engagement.models import Product
+
+    assert connection.settings_dict["DISABLE_SERVER_SIDE_CURSORS"] is True
+    Product.objects.create(name="Held")
+    guard = SessionStateGuard()
+    with connection.execute_wrapper(guard):
+        assert _service_code(_ITERATE)(Product.objects.all(), transaction.atomic) == (
+            ["Held"],
+            ["Held"],
+        )
+    assert guard.taken() == []
