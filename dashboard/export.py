@@ -8,6 +8,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 from django.utils import timezone
 
 from dashboard import selectors as page_selectors
+from dashboard.money import csv_amount
 from dashboard.views import TRAIT_COLUMNS, AccountListView
 from engagement.bands import heat
 from engagement.presentation import trait_text
@@ -36,6 +37,8 @@ class AccountExportView(AccountListView):
             "active_users",
             "total_users",
             "last_seen",
+            "mrr_usd",
+            "renewal_date",
             *TRAIT_COLUMNS,
         ]
 
@@ -56,6 +59,8 @@ class AccountExportView(AccountListView):
                         row.active_users,
                         row.total_users,
                         row.last_seen.isoformat() if row.last_seen else "",
+                        csv_amount(row.mrr),
+                        row.renewal.isoformat() if row.renewal else "",
                         *traits,
                     ]
                 )

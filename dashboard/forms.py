@@ -1,5 +1,7 @@
 """The accounts and users lists' query string: search, segment, health band, order, page."""
 
+from typing import cast
+
 from django import forms
 
 from dashboard.selectors import ACCOUNT_SORTS, USER_SORTS, ListQuery
@@ -31,7 +33,7 @@ class ListForm(forms.Form):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["sort"].choices = [(name, name) for name in self.sorts]
+        cast(forms.ChoiceField, self.fields["sort"]).choices = [(name, name) for name in self.sorts]
 
     def values(self) -> dict:
         """The valid parameters, the defaults for the rest (a bad value is not an error page)."""

@@ -179,15 +179,20 @@ def segment_member_rows(*, segment: Segment, offset: int, limit: int) -> MemberP
     members = selectors.segment_member_list(segment=segment, offset=offset, limit=limit)
     users = segment.target == Segment.Target.USERS
     model = User if users else Account
-    ids = [m.user_id if users else m.account_id for m in members.items]
+    ids: list[int] = []
+    for m in members.items:
+        member_id = m.user_id if users else m.account_id
+        assert member_id is not None  # a users segment's members are users, an accounts' accounts
+        ids.append(member_id)
     columns = ("id", "traits", "email") if users else ("id", "traits")
     subjects = {s.id: s for s in model.objects.filter(id__in=ids).only(*columns)}
     rows = []
     for member, subject_id in zip(members.items, ids, strict=True):
         subject = member.user if users else member.account
+        assert subject is not None  # as above
         found = subjects.get(subject_id)
         traits = read_traits(found) if found is not None else {}
-        label = user_name(traits, found.email) if users and found else account_name(traits)
+        label = user_name(traits, found.email) if isinstance(found, User) else account_name(traits)
         rows.append(MemberRow(subject_id, subject.tracking_id, label, member.joined_at))
     return MemberPage(items=rows, total=members.total)
 

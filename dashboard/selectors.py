@@ -12,8 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 
+from django.db import transaction
 from django.db.models import (
+    Case,
     Count,
     F,
     FilteredRelation,
@@ -22,16 +25,24 @@ from django.db.models import (
     Sum,
     TextField,
     Value,
+    When,
     Window,
 )
 from django.db.models.functions import Cast, Coalesce, Lower
 from django.utils import timezone
 
+from dashboard.money import amount_of
 from engagement.bands import BANDS, Band, band_by_key, band_of, is_cold, is_hot
+from engagement.builtin_segments import (
+    RENEWAL_AT_RISK,
+    RENEWAL_AT_RISK_CONDITIONS,
+    RENEWAL_DAYS,
+)
 from engagement.models import (
     Account,
     AccountScore,
     EventDayTally,
+    Segment,
     SegmentMember,
     User,
     UserScore,
@@ -47,6 +58,7 @@ from engagement.presentation import (
     user_name,
 )
 from engagement.ranking import account_counts, user_counts
+from engagement.segments import score_rows_matching
 from engagement.selectors import (
     WorkspaceStats,
     account_list_ranked,
@@ -54,7 +66,7 @@ from engagement.selectors import (
     workspace_stats,
 )
 from engagement.stored_json import json_for_reading, read_account_filter, read_traits
-from engagement.traits import TraitText, accounts_admitted
+from engagement.traits import TraitNumber, TraitText, accounts_admitted
 from engagement.workspace_cache import cached_for_workspace
 
 # The overview (the figures each score refresh keeps, the event tallies, the movers) is cached
@@ -68,7 +80,13 @@ TOP_EVENTS = 10
 TOP_MOVERS = 5
 # How the accounts (users) list can be ordered, each the name of the annotation it sorts on; ties
 # by id. "name" is the stored natural key of the displayed name (User/Account.name_key).
-ACCOUNT_SORTS = ("score", "change", "name", "last_seen", "active_users")
+ACCOUNT_SORTS = ("score", "change", "name", "last_seen", "active_users", "mrr", "renewal")
+# The account traits of the money columns: monthly recurring revenue in USD (a JSON number, set
+# by the Marketplace sync) and the day the license's maintenance ends, when it renews (ISO date).
+MRR_TRAIT = "am.mrr"
+RENEWAL_TRAIT = "am.maintenanceEndDate"
+# Sorts whose rows without a value (no MRR, no renewal date) come last in either direction.
+_SORTS_EMPTY_LAST = ("mrr", "renewal")
 USER_SORTS = ("score", "change", "name", "last_seen")
 
 
@@ -101,6 +119,31 @@ class Mover:
 
 
 @dataclass(frozen=True, slots=True)
+class MoneyFigure:
+    """A sum of MRR, to the cent, and how many accounts it is of. `amount` is None when none
+    of them has an MRR (shown "–", never "$0"). For the total and the bands `accounts` counts
+    the accounts with an MRR; for the MRR at risk, every account at risk."""
+
+    amount: Decimal | None
+    accounts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Revenue:
+    """The workspace's MRR (the `am.mrr` trait of its accounts): in all, per health band
+    (lowest band first, as `WorkspaceOverview.bands`), and of the accounts whose active
+    commercial license renews within RENEWAL_DAYS days while their score is low or falling:
+    the members of its segment "Renewal at risk" (`segment_id`), or, when it no longer has a
+    segment of that name (None), the accounts the built-in conditions hold for."""
+
+    total: MoneyFigure
+    bands: list[tuple[str, MoneyFigure]]
+    at_risk: MoneyFigure
+    at_risk_days: int | None  # None: the workspace edited its segment's conditions
+    segment_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class WorkspaceOverview:
     accounts: int
     users: int
@@ -113,6 +156,7 @@ class WorkspaceOverview:
     movers_down: list[Mover]
     window_days: int
     computed_at: datetime
+    revenue: Revenue
 
 
 def _movers(workspace: Workspace, ordering: str, condition: Q) -> list[Mover]:
@@ -177,6 +221,88 @@ def _events(workspace: Workspace, days: list[date]) -> tuple[list[DayCount], lis
     return [DayCount(day, per_day.get(day, 0)) for day in days], top
 
 
+def _money(amount: float | Decimal | None, accounts: int) -> MoneyFigure:
+    if not accounts or amount is None:
+        return MoneyFigure(None, accounts)
+    exact = amount if isinstance(amount, Decimal) else Decimal(repr(amount))
+    return MoneyFigure(exact.quantize(Decimal("0.01"), ROUND_HALF_UP), accounts)
+
+
+def workspace_revenue(*, workspace: Workspace) -> Revenue:
+    """The workspace's MRR in all, by health band and renewing at risk (see Revenue). Accounts
+    without an `am.mrr` number have no MRR: they add nothing and are not counted."""
+    accounts = _subjects(workspace, "accounts").annotate(
+        ws=FilteredRelation("scores", condition=Q(scores__workspace_id=workspace.id))
+    )
+    # Accounts not scored yet score 0: the lowest band, as in the overview's band chart.
+    accounts = accounts.annotate(
+        mrr=TraitNumber(MRR_TRAIT, "traits"),
+        band_score=Coalesce(F("ws__engagement_score"), Value(0)),
+    )
+    # One pass, grouped by band: each row's trait read once per aggregate, not once per band.
+    # The lowest band also holds scores below 0, the highest those above 100 (band_of).
+    band_index = Case(
+        *(
+            When(band_score__lt=band.floor, then=Value(index - 1))
+            for index, band in enumerate(BANDS)
+            if index > 0
+        ),
+        default=Value(len(BANDS) - 1),
+    )
+    per_band = {
+        row["band"]: row
+        for row in accounts.filter(mrr__isnull=False)
+        .values(band=band_index)
+        .annotate(total=Sum("mrr"), with_mrr=Count("*"))
+        .order_by()
+    }
+    no_mrr = {"total": None, "with_mrr": 0}
+    bands = [per_band.get(index, no_mrr) for index in range(len(BANDS))]
+    # The total is the sum of the bands' sums, added as decimals.
+    total = sum((Decimal(repr(b["total"])) for b in bands if b["with_mrr"]), Decimal(0))
+    with_mrr = sum(b["with_mrr"] for b in bands)
+    # At risk: the members of the workspace's "Renewal at risk" segment (kept by every score
+    # refresh, so the figure and the list its link opens agree), read through the member index
+    # rather than evaluating the conditions over every account; a workspace that deleted or
+    # renamed its segment is evaluated against the built-in conditions.
+    segment = (
+        Segment.objects.filter(workspace_id=workspace.id, name=RENEWAL_AT_RISK)
+        .order_by("-builtin", "id")
+        .values("id", "conditions", "match")
+        .first()
+    )
+    segment_id = segment["id"] if segment else None
+    as_built = segment is None or (
+        segment["conditions"] == RENEWAL_AT_RISK_CONDITIONS and segment["match"] == "all"
+    )
+    if segment_id is not None:
+        at_risk_ids = SegmentMember.objects.filter(segment_id=segment_id).values("account_id")
+    else:
+        at_risk_ids = score_rows_matching(
+            workspace_id=workspace.id, target="accounts", conditions=RENEWAL_AT_RISK_CONDITIONS
+        ).values("account_id")
+    at_risk = (
+        Account.objects.filter(id__in=at_risk_ids)
+        .annotate(mrr=TraitNumber(MRR_TRAIT, "traits"))
+        .aggregate(total=Sum("mrr"), with_mrr=Count("mrr"), accounts=Count("id"))
+    )
+    # No account at risk is nothing at risk ($0); accounts at risk none of which has an MRR are
+    # an amount not known ("–").
+    at_risk_amount = _money(at_risk["total"], at_risk["with_mrr"]).amount
+    if not at_risk["accounts"]:
+        at_risk_amount = Decimal("0.00")
+    return Revenue(
+        total=_money(total, with_mrr),
+        bands=[
+            (band.label, _money(found["total"], found["with_mrr"]))
+            for band, found in zip(BANDS, bands, strict=True)
+        ],
+        at_risk=MoneyFigure(at_risk_amount, at_risk["accounts"]),
+        at_risk_days=RENEWAL_DAYS if as_built else None,
+        segment_id=segment_id,
+    )
+
+
 def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
     """Counts, active counts, the score bands, events per day and the top events of the
     workspace's window, and the accounts whose score moved most since the previous period."""
@@ -196,6 +322,7 @@ def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:
             movers_down=_movers(workspace, "score_change", Q(score_change__lt=0)),
             window_days=workspace.lookback_days,
             computed_at=timezone.now(),
+            revenue=workspace_revenue(workspace=workspace),
         )
 
     return cached_for_workspace("workspace-overview", workspace, compute, OVERVIEW_CACHE_SECONDS)
@@ -248,8 +375,29 @@ class _ScoredRow:
         return self.traits.get(name)
 
 
+class _AccountMoney:
+    """What an account row says of its license's money: its MRR and its renewal date."""
+
+    __slots__ = ()
+    traits: dict
+
+    @property
+    def mrr(self) -> Decimal | None:
+        """`am.mrr` to the cent; None when the account has none (or not a number)."""
+        return amount_of(self.traits.get(MRR_TRAIT))
+
+    @property
+    def renewal(self) -> date | None:
+        """The day the license's maintenance ends (`am.maintenanceEndDate`), if a date."""
+        value = self.traits.get(RENEWAL_TRAIT)
+        try:
+            return date.fromisoformat(value[:10]) if isinstance(value, str) else None
+        except ValueError:
+            return None
+
+
 @dataclass(frozen=True, slots=True)
-class AccountRow(_ScoredRow):
+class AccountRow(_ScoredRow, _AccountMoney):
     id: int
     tracking_id: str
     name: str | None
@@ -323,6 +471,10 @@ def _list_queryset(workspace: Workspace, query: ListQuery, target: str) -> Query
             seen=F("ws__last_seen"),
             domain=TraitText("domain", "traits"),
         )
+        if query.sort in _SORTS_EMPTY_LAST:
+            subjects = subjects.alias(
+                mrr=TraitNumber(MRR_TRAIT, "traits"), renewal=TraitText(RENEWAL_TRAIT, "traits")
+            )
     term = query.search.strip().lower()
     if term:
         lowered = {
@@ -347,6 +499,11 @@ def _list_queryset(workspace: Workspace, query: ListQuery, target: str) -> Query
         direction = "" if query.ascending else "-"
         return subjects.order_by(f"{direction}name_key", f"{direction}id")
     column = F("seen" if query.sort == "last_seen" else query.sort)
+    if query.sort in _SORTS_EMPTY_LAST:
+        # No MRR (renewal date) is not the least of them: last whichever the direction.
+        direction = "asc" if query.ascending else "desc"
+        tie = "id" if query.ascending else "-id"
+        return subjects.order_by(getattr(column, direction)(nulls_last=True), tie)
     if query.ascending:
         order = column.asc(nulls_first=True)
         tie = "id"
@@ -423,9 +580,7 @@ def account_list_page(
     return _list_page(workspace, query, page, per_page, "accounts")
 
 
-def user_list_page(
-    *, workspace: Workspace, query: ListQuery, page: int, per_page: int
-) -> ListPage:
+def user_list_page(*, workspace: Workspace, query: ListQuery, page: int, per_page: int) -> ListPage:
     """One page (from 1) of the workspace's users (every user of its product) as the query
     asks, paged as the accounts list is (see _list_page)."""
     return _list_page(workspace, query, page, per_page, "users")
@@ -507,5 +662,9 @@ def account_list_all(
     *, workspace: Workspace, query: ListQuery, chunk: int = 2000
 ) -> Iterator[AccountRow]:
     """Every account the query selects, in its order (for an export)."""
-    for account in _list_queryset(workspace, query, "accounts").iterator(chunk_size=chunk):
-        yield _account_row(account)
+    # In a transaction: on PostgreSQL the chunks come from a server-side cursor, which outside
+    # one Django declares WITH HOLD, and a held cursor outlives its transaction: behind a
+    # transaction pooler the next FETCH may reach a server session that never declared it.
+    with transaction.atomic():
+        for account in _list_queryset(workspace, query, "accounts").iterator(chunk_size=chunk):
+            yield _account_row(account)

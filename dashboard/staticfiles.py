@@ -9,6 +9,7 @@ import importlib.util
 from pathlib import Path
 
 from django.contrib.staticfiles.finders import BaseFinder
+from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import FileSystemStorage
 
 PREFIX = "dashboard/vendor"
@@ -20,9 +21,12 @@ class PlotlyFinder(BaseFinder):
         super().__init__(*args, **kwargs)
         # Only the package's files are used, never its Python side: found, not imported.
         spec = importlib.util.find_spec("plotly")
+        if spec is None or spec.origin is None:
+            raise ImproperlyConfigured("The dashboard's charts need plotly (requirements.txt).")
         self.location = Path(spec.origin).parent / "package_data"
         self.storage = FileSystemStorage(location=self.location)
-        self.storage.prefix = PREFIX
+        # Django's own finders set `prefix` on their storages too; django-stubs leave it out.
+        self.storage.prefix = PREFIX  # type: ignore[attr-defined]
 
     def check(self, **kwargs) -> list:
         return []

@@ -37,9 +37,7 @@ urlpatterns = [
         name="segment",
     ),
     path("w/<int:workspace_id>/health/", views.HealthView.as_view(), name="health"),
-    path(
-        "w/<int:workspace_id>/config/", config_views.WorkspaceConfigView.as_view(), name="config"
-    ),
+    path("w/<int:workspace_id>/config/", config_views.WorkspaceConfigView.as_view(), name="config"),
     path(
         "w/<int:workspace_id>/config.json",
         config_views.WorkspaceConfigDownloadView.as_view(),

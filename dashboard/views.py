@@ -1,10 +1,10 @@
 """The dashboard's pages: thin views that parse the request, call engagement's selectors and
 render a template.
 
-Every page of a workspace derives from WorkspaceView, which resolves the workspace among the
-signed-in user's products before the page runs and hands out accounts, users and segments only
-through its `scoped_*` methods (engagement.scoping, shared with the read API), which filter by
-that product: another product's id answers 404.
+Every page of a workspace derives from WorkspaceView (engagement.scoping, shared with the
+automations' pages), which resolves the workspace among the signed-in user's products before the
+page runs and hands out accounts, users and segments only through its `scoped_*` methods (shared
+with the read API), which filter by that product: another product's id answers 404.
 """
 
 from __future__ import annotations
@@ -36,13 +36,8 @@ from engagement.features import features_used
 from engagement.hierarchy import account_tree
 from engagement.history import account_score_history, user_score_history
 from engagement.input_rules import posted_id, whole_fault
-from engagement.memberships import (
-    can_manage_product,
-    product_role,
-    workspace_visible_to,
-    workspaces_visible_to,
-)
-from engagement.models import Segment, Workspace
+from engagement.memberships import can_manage_product, workspaces_visible_to
+from engagement.models import Segment
 from engagement.period_figures import period_figures, recently_scored_events
 from engagement.presentation import (
     MARKETPLACE_PREFIX,
@@ -54,7 +49,7 @@ from engagement.presentation import (
     user_last_seen,
     user_name,
 )
-from engagement.scoping import ProductScopedView
+from engagement.scoping import WorkspaceView
 from engagement.score_basis import account_score_basis
 from engagement.stored_json import read_conditions
 
@@ -80,39 +75,6 @@ class HomeView(SignedInView):
         if len(workspaces) == 1:
             return redirect("dashboard:overview", workspace_id=workspaces[0].id)
         return render(request, "dashboard/home.html", {"workspaces": workspaces})
-
-
-class WorkspaceView(ProductScopedView, SignedInView):
-    """Base of every page inside a workspace: the workspace is the signed-in user's or 404
-    (engagement.scoping: records through `scoped_*`, another product's id answers 404)."""
-
-    workspace: Workspace
-    template_name = ""
-
-    def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return self.handle_no_permission()
-        self.workspace = self.scoped_workspace(kwargs.pop("workspace_id"))
-        return super().dispatch(request, *args, **kwargs)
-
-    @property
-    def product_id(self) -> int:
-        return self.workspace.product_id
-
-    def find_workspace(self, workspace_id: int) -> Workspace | None:
-        return workspace_visible_to(self.request.user, workspace_id)
-
-    def not_found(self, what: str, ident: int) -> Http404:
-        return Http404(f"No such {what.lower()}.")
-
-    def render(self, context: dict, template: str | None = None) -> HttpResponse:
-        base = {
-            "workspace": self.workspace,
-            "product": self.workspace.product,
-            "workspaces": workspaces_visible_to(self.request.user),
-            "role": product_role(self.request.user, self.product_id),
-        }
-        return render(self.request, template or self.template_name, {**base, **context})
 
 
 def _span(request: HttpRequest) -> int:
@@ -184,8 +146,9 @@ class SubjectListView(WorkspaceView):
             link.pop("page", None)
             same = values["sort"] == name
             link["sort"] = name
-            # A first click orders names A to Z and figures highest first; a second reverses.
-            first = "asc" if name == "name" else "desc"
+            # A first click orders names A to Z, renewal dates soonest first and figures highest
+            # first; a second reverses.
+            first = "asc" if name in ("name", "renewal") else "desc"
             flipped = "desc" if first == "asc" else "asc"
             link["order"] = flipped if same and values["order"] == first else first
             sort_links[name] = link.urlencode()
@@ -239,12 +202,15 @@ class UserListView(SubjectListView):
 def _subject_context(
     *, workspace, target: str, subject_id: int, found, last_seen, days: int, history, activity
 ) -> dict:
-    """What an account's and a user's page share: score, charts, breakdown, activation, features
-    and traits."""
+    """What an account's and a user's page share: score, charts, breakdown, activation, features,
+    segments and traits."""
     own, license_ = split_traits(found.traits)
     score = found.score
     ids = [subject_id]
+    by_target = {f"{target}_ids": ids}  # account_ids or user_ids
+    segments = selectors.segment_memberships_by_target(workspace=workspace, **by_target)
     return {
+        "segments": segments.get(subject_id, []),
         "score": score,
         "period": period_figures(workspace=workspace, target=target, ids=ids)[subject_id],
         "activation": activation_progress(workspace=workspace, target=target, ids=ids)[subject_id],
@@ -286,9 +252,6 @@ class AccountView(WorkspaceView):
             ),
             activity=record_selectors.account_activity(account=account, days=days),
         )
-        segments = selectors.segment_memberships_by_target(
-            workspace=self.workspace, account_ids=[account.id]
-        ).get(account.id, [])
         tree = account_tree(account=account)
         basis = account_score_basis(found.score)
         if basis.kind == "no_users":  # it has events: "no counted event" would be untrue
@@ -302,7 +265,6 @@ class AccountView(WorkspaceView):
                 "account": account,
                 "name": account_name(found.traits) or account.tracking_id,
                 "users": record_selectors.account_users(workspace=self.workspace, account=account),
-                "segments": segments,
                 "tree": tree,
                 "score_basis": basis.sentence(with_accounts_under=bool(tree.children)),
                 # No users, no score: the header says "–" beside the sentence, not a bare 0.
@@ -328,16 +290,12 @@ class UserView(WorkspaceView):
             history=user_score_history(workspace_id=self.workspace.id, user_id=user.id, days=days),
             activity=record_selectors.user_activity(user=user, days=days),
         )
-        segments = selectors.segment_memberships_by_target(
-            workspace=self.workspace, user_ids=[user.id]
-        ).get(user.id, [])
         return self.render(
             {
                 **shared,
                 "subject": user,
                 "name": user_name(found.traits, user.email) or user.tracking_id,
                 "accounts": record_selectors.user_accounts(workspace=self.workspace, user=user),
-                "segments": segments,
             }
         )
 

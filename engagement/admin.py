@@ -218,7 +218,8 @@ class SegmentForm(forms.ModelForm):
             "(active_users, total_users, active_user_share: accounts only). Events: "
             '{"field": "event:Login", "operator": "count_at_least", "value": 3, '
             '"within_last_days": 14}. '
-            f"Days: 0 to {MAX_DAYS:,}.",
+            'A group, one of whose conditions must hold: {"any": [condition, ...]}. '
+            f"Days: 0 to {MAX_DAYS:,} (within_next_days: from 1).",
         }
 
     def clean_name(self):
@@ -229,7 +230,8 @@ class SegmentForm(forms.ModelForm):
         return [] if value is None else value
 
     def clean(self):
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data  # what ModelForm.clean returns
         target = cleaned.get("target")
         conditions = cleaned.get("conditions")
         if target and "conditions" in cleaned:
@@ -285,7 +287,7 @@ class MembershipInline(admin.TabularInline):
 
     model = Membership
     extra = 0
-    fields = readonly_fields = ["account", "linked_at"]
+    fields = readonly_fields = ("account", "linked_at")
     can_delete = False
 
     def get_queryset(self, request):
@@ -322,7 +324,7 @@ class UserAdmin(ErasureActionMixin, ScoredListMixin, admin.ModelAdmin):
     list_select_related = ["product"]
     search_fields = ["tracking_id"]  # shows the search box; get_search_results does the search
     search_help_text = "Name, email or tracking id."
-    fields = [
+    fields = readonly_fields = (
         "product",
         "tracking_id",
         "email",
@@ -330,8 +332,7 @@ class UserAdmin(ErasureActionMixin, ScoredListMixin, admin.ModelAdmin):
         "first_seen_at",
         "last_seen_at",
         "traits_table",
-    ]
-    readonly_fields = fields
+    )
     inlines = [MembershipInline]
 
     def name_expression(self):
@@ -378,8 +379,14 @@ class AccountAdmin(ErasureActionMixin, ScoredListMixin, admin.ModelAdmin):
     list_select_related = ["product"]
     search_fields = ["tracking_id"]  # shows the search box; get_search_results does the search
     search_help_text = "Name, domain, email or tracking id."
-    fields = ["product", "tracking_id", "identified", "created_at", "updated_at", "traits_table"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "product",
+        "tracking_id",
+        "identified",
+        "created_at",
+        "updated_at",
+        "traits_table",
+    )
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(display_domain=trait("domain"))

@@ -84,6 +84,7 @@ class ConnectionHealth:
     last_success_at: datetime | None
     last_error: str
     last_error_at: datetime | None
+    warning: str = ""  # what needs doing before it breaks (e.g. a credential about to expire)
 
 
 # (product id, since, include drops no product can be told: unknown keys) -> IngestionHealth

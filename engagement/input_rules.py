@@ -19,6 +19,7 @@ import json
 import math
 import re
 from numbers import Real
+from typing import TypeGuard
 
 from django.utils.dateparse import parse_datetime
 
@@ -27,7 +28,8 @@ MAX_DAYS = 3650
 MAX_MAGNITUDE = 10**15
 MAX_CONDITIONS = 50
 # Levels of objects and arrays a configuration document may nest (the document itself is 1). A
-# workspace document needs 5 (document, segments, a segment, conditions, a condition).
+# workspace document needs 5 (document, segments, a segment, conditions, a condition), 7 with a
+# group of conditions ({"any": [...]}, engagement/segment_conditions.py).
 MAX_DOCUMENT_DEPTH = 16
 
 
@@ -56,13 +58,13 @@ def text_fault(
     return text_problem(value)
 
 
-def is_whole(value: object) -> bool:
+def is_whole(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def whole_fault(value: object, *, least: int = 0, most: int = MAX_WHOLE) -> str | None:
     """The fault of a whole number that must lie in [least, most], or None."""
-    if is_whole(value) and least <= value <= most:  # type: ignore[operator]
+    if is_whole(value) and least <= value <= most:
         return None
     return f"a whole number from {least:,} to {most:,}"
 
@@ -114,8 +116,10 @@ def at(path: str, fault: str) -> str:
 def key_path(parent: str, key: object) -> str:
     """The path of `key` inside the object at `parent` (`weights.Report_Created`); a key that is
     not a plain name is shown as JSON (`account_filter."k\\u0000"`)."""
-    plain = isinstance(key, str) and bool(key) and key.replace("_", "").replace("-", "").isalnum()
-    shown = key if plain else json.dumps(key, default=repr)
+    if isinstance(key, str) and key.replace("_", "").replace("-", "").isalnum():
+        shown = key  # a plain name (isalnum is False for "")
+    else:
+        shown = json.dumps(key, default=repr)
     return f"{parent}.{shown}" if parent else shown
 
 
@@ -192,4 +196,3 @@ def document_load(text: str, *, max_depth: int = MAX_DOCUMENT_DEPTH) -> object:
         raise
     except (ValueError, RecursionError) as error:
         raise DocumentError(f"not JSON: {error}") from None
-

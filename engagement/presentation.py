@@ -164,8 +164,18 @@ def _plural(count: object, one: str, many: str) -> str:
 
 def condition_text(condition: dict) -> str:
     """A condition as a sentence: "plan equals pro", "score greater than 74", "Report_Created at
-    least 3 times in the last 7 days", "last seen within the last 30 days". One that is not a
+    least 3 times in the last 7 days", "last seen within the last 30 days", a group as
+    "(score less than 50 or score change less than -9)". One that is not a
     condition the language knows (stored before a check, or broken) is shown as its JSON."""
+    inner = condition.get("any")
+    if isinstance(inner, list) and inner and len(condition) == 1:
+        # A group ("any" of its conditions, engagement/segment_conditions.py).
+        # Groups do not nest: one inside a group (never accepted) is shown as its JSON.
+        said = [
+            condition_text(c) if isinstance(c, dict) and "any" not in c else trait_text(c)
+            for c in inner
+        ]
+        return said[0] if len(said) == 1 else f"({' or '.join(said)})"
     field = condition.get("field")
     operator = condition.get("operator")
     value = condition.get("value")
@@ -186,6 +196,8 @@ def condition_text(condition: dict) -> str:
         return f"{name} within the last {_plural(value, 'day', 'days')}"
     if operator == "more_than_days_ago":
         return f"{name} more than {_plural(value, 'day', 'days')} ago"
+    if operator == "within_next_days":
+        return f"{name} within the next {_plural(value, 'day', 'days')}"
     if operator in OPERATOR_WORDS:
         return f"{name} {OPERATOR_WORDS[operator]} {_value_words(value)}"
     return trait_text(condition)

@@ -1,5 +1,7 @@
 """The segment condition language, checked: which fields, operators and values a condition of a
 users' or an accounts' segment (or an automation) may hold; engagement/segments.py evaluates them.
+A condition may also be a group, {"any": [conditions]}, which holds when one of its conditions
+does (one level: a group holds no group).
 
 Every value is bounded so that whatever passes can be evaluated on both databases: names and
 texts are storable (engagement/input_rules), days are 0 to 3,650, counts below 2**31, a metric is
@@ -36,9 +38,15 @@ OPERATORS = (
     "is_not_set",
     "within_last_days",
     "more_than_days_ago",
+    "within_next_days",
 )
 EVENT_OPERATORS = ("count_at_least",)
 _DAY_OPERATORS = ("within_last_days", "more_than_days_ago")
+# A date ahead (a renewal, a maintenance end): traits only, from tomorrow to N days ahead.
+_AHEAD_OPERATORS = ("within_next_days",)
+# A group: {"any": [conditions]} holds when at least one of its conditions does, so that a
+# segment that matches all its conditions can hold an "or" among them. Groups do not nest.
+GROUP_KEY = "any"
 # Metrics a condition can test, per target; every one is a column of the score table.
 USER_METRICS = (
     "engagement_score",
@@ -107,6 +115,8 @@ def _condition_faults(condition: object, metrics: tuple[str, ...], where: str) -
     """What is wrong with one condition, each fault after its path."""
     if not isinstance(condition, dict):
         return [at(where, "an object with field, operator and value")]
+    if GROUP_KEY in condition:
+        return _group_faults(condition, metrics, where)
     field = condition.get("field")
     if isinstance(field, str) and field.startswith("event:"):
         return _event_condition_faults(condition, where)
@@ -131,6 +141,29 @@ def _condition_faults(condition: object, metrics: tuple[str, ...], where: str) -
     return faults
 
 
+def _group_faults(group: dict, metrics: tuple[str, ...], where: str) -> list[str]:
+    """What is wrong with a group {"any": [conditions]}: at least one condition, none a group."""
+    if unknown := _unknown_keys_fault(group, (GROUP_KEY,)):
+        return [at(where, unknown.replace("a condition has", "a group has"))]
+    inner = group[GROUP_KEY]
+    path = f"{where}.{GROUP_KEY}"
+    if not isinstance(inner, list) or not inner:
+        return [at(path, "a list of at least one {field, operator, value} object")]
+    if len(inner) > MAX_CONDITIONS:
+        return [at(path, f"at most {MAX_CONDITIONS} conditions (this list has {len(inner)})")]
+    faults: list[str] = []
+    for position, condition in enumerate(inner):
+        if isinstance(condition, dict) and GROUP_KEY in condition:
+            faults.append(at(f"{path}[{position}]", "a group cannot hold a group"))
+        else:
+            faults += _condition_faults(condition, metrics, f"{path}[{position}]")
+    return faults
+
+
+def is_group(condition: object) -> bool:
+    return isinstance(condition, dict) and GROUP_KEY in condition
+
+
 def _field_fault(field: object, metrics: tuple[str, ...]) -> str | None:
     if not isinstance(field, str) or not field.startswith(("trait:", "metric:")):
         return "'trait:<key>', 'metric:<name>' or 'event:<name>'"
@@ -144,6 +177,8 @@ def _operator_fault(kind: str, name: str, operator: str) -> str | None:
     """Why the operator does not apply to this field, or None."""
     if kind != "metric":
         return None
+    if operator in _AHEAD_OPERATORS:
+        return f"{operator} applies to traits (a date ahead), not metrics"
     if operator in _DAY_OPERATORS and name not in DATETIME_METRICS:
         return f"{operator} applies to last_seen, not {name}"
     if operator == "contains":
@@ -161,6 +196,9 @@ def _value_fault(kind: str, name: str, operator: str, value: object) -> str | No
         return f"{operator} needs a value"
     if operator in _DAY_OPERATORS:
         fault = days_fault(value)
+        return f"{operator} counts days: {fault}" if fault else None
+    if operator in _AHEAD_OPERATORS:
+        fault = days_fault(value, least=1)
         return f"{operator} counts days: {fault}" if fault else None
     if operator == "contains":
         return text_fault(value, max_length=VALUE_MAX, what="a text")

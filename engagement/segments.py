@@ -1,7 +1,8 @@
 """Segments: which accounts or users of a workspace meet every condition (or any), and since when.
 
 A condition is {"field": "trait:<key>" | "metric:<name>", "operator": ..., "value": ...}. Trait keys
-are taken whole, dots included (`trait:am.status` reads the trait named "am.status"). An event
+are taken whole, dots included (`trait:am.status` reads the trait named "am.status"). A group,
+{"any": [conditions]}, holds when one of its conditions does. An event
 condition, {"field": "event:<name>", "operator": "count_at_least", "value": N,
 "within_last_days": D}, holds when the subject sent the event N times or more in the days from
 the start of the day D days ago (UTC) to now, or ever without D; it is counted from the daily
@@ -23,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from datetime import UTC, date, datetime, time, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet, ValidationError
@@ -42,7 +44,12 @@ from engagement.models import (
     UserScore,
     Workspace,
 )
-from engagement.segment_conditions import DATETIME_METRICS, segment_conditions_validate
+from engagement.segment_conditions import (
+    DATETIME_METRICS,
+    GROUP_KEY,
+    is_group,
+    segment_conditions_validate,
+)
 from engagement.stored_json import json_for_reading, with_json_as_text
 from engagement.traits import TraitText, TraitValue
 
@@ -50,7 +57,7 @@ logger = logging.getLogger(__name__)
 
 
 def _trait_q(
-    queryset: QuerySet, index: int, source: str, key: str, operator: str, value, now: datetime
+    queryset: QuerySet, index: int | str, source: str, key: str, operator: str, value, now: datetime
 ) -> QuerySet:
     """Filter on one trait; the trait's JSON value is compared as JSON (5 and "5" differ)."""
     alias = f"_c{index}"
@@ -74,6 +81,11 @@ def _trait_q(
         return queryset.filter(present)
     if operator == "is_not_set":
         return queryset.filter(~present)
+    if operator == "within_next_days":
+        # After today, up to the end of the day N days ahead (UTC): today is within_last_days 0.
+        tomorrow = (now + timedelta(days=1)).date().isoformat()
+        after = (now + timedelta(days=value + 1)).date().isoformat()
+        return queryset.filter(**{f"{text_alias}__gte": tomorrow, f"{text_alias}__lt": after})
     # within_last_days: an ISO 8601 date or date-time from the start of the day N days ago
     # up to now (ISO strings of one format order as text); more_than_days_ago: before that day.
     since = (now - timedelta(days=value)).date().isoformat()
@@ -173,15 +185,40 @@ class _Subject:
 
 
 def _condition_applied(
-    queryset: QuerySet, index: int, subject: _Subject, condition: dict
+    queryset: QuerySet, index: int | str, subject: _Subject, condition: dict
 ) -> QuerySet:
+    if is_group(condition):
+        return queryset.filter(_group_q(queryset, index, subject, condition[GROUP_KEY]))
     field_kind, name = condition["field"].split(":", 1)
+    # A stored condition passed segment_conditions' checks: an event's value is its count.
     operator, value = condition["operator"], condition.get("value")
     if field_kind == "trait":
         return _trait_q(queryset, index, subject.traits, name, operator, value, subject.now)
     if field_kind == "event":
-        return queryset.filter(_event_q(subject, name, value, condition.get("within_last_days")))
+        days = condition.get("within_last_days")
+        return queryset.filter(_event_q(subject, name, cast(int, value), days))
     return queryset.filter(_metric_q(name, operator, value, subject.now))
+
+
+def _group_q(queryset: QuerySet, index: int | str, subject: _Subject, conditions: list) -> Q:
+    """At least one of a group's conditions: metric and event conditions as one OR of their
+    filters on the score row; a trait condition (which annotates the row) as the rows of
+    `queryset` it admits."""
+    matching = Q(pk__in=[])
+    for position, condition in enumerate(conditions):
+        field_kind, name = condition["field"].split(":", 1)
+        operator, value = condition["operator"], condition.get("value")
+        if field_kind == "metric":
+            matching |= _metric_q(name, operator, value, subject.now)
+        elif field_kind == "event":
+            matching |= _event_q(subject, name, value, condition.get("within_last_days"))
+        else:
+            # Its own alias (_c3_0), apart from the top-level conditions' (_c3).
+            applied = _trait_q(
+                queryset, f"{index}_{position}", subject.traits, name, operator, value, subject.now
+            )
+            matching |= Q(pk__in=applied.values("pk"))
+    return matching
 
 
 def _event_q(subject: _Subject, name: str, times: int, days: int | None) -> Q:
@@ -463,7 +500,11 @@ def _refreshable_among(segment: Segment, among: Collection[int], now: datetime) 
 
 def _reads_ranks(segment: Segment) -> bool:
     conditions = segment.conditions if isinstance(segment.conditions, list) else []
+    flat = []
+    for condition in conditions:
+        inner = condition.get(GROUP_KEY) if is_group(condition) else [condition]
+        flat += inner if isinstance(inner, list) else []
     return any(
         isinstance(condition, dict) and condition.get("field") == "metric:percentile_rank"
-        for condition in conditions
+        for condition in flat
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
@@ -16,6 +17,7 @@ from engagement.aliases import alias_apply, aliases_resolve
 from engagement.builtin_segments import builtin_segments_create
 from engagement.hierarchy import RefusedParent, account_parents_apply, parent_named
 from engagement.models import (
+    Account,
     EventActivity,
     Product,
     Workspace,
@@ -182,7 +184,7 @@ def _accounts_lock(
     parents_asked = {
         m.group_id: m
         for m in ordered
-        if m.message_type == "group" and parent_named(m.traits) is not None
+        if m.message_type == "group" and m.group_id and parent_named(m.traits) is not None
     }
     accounts = accounts_lock_or_create(
         product_id,
@@ -258,6 +260,7 @@ def _messages_apply(
 class PrefixedTraitsResult:
     matched: int  # accounts that existed before
     created: int  # accounts created (not yet identified) so the traits wait there
+    changed: int = 0  # accounts written: created, or their prefixed traits (or name) differed
 
 
 def account_prefixed_traits_replace(
@@ -266,10 +269,15 @@ def account_prefixed_traits_replace(
     traits_by_tracking_id: dict[str, dict],
     prefix: str = MARKETPLACE_PREFIX,
     fallback_names: dict[str, str] | None = None,
+    create_missing: bool = True,
 ) -> PrefixedTraitsResult:
     """Replace every trait whose key starts with `prefix` on these accounts; others stay.
 
-    A missing account is created as not yet identified. Every new key must start with the prefix.
+    A missing account is created as not yet identified (unless `create_missing` is False: then
+    only existing accounts are written, so a recomputation never brings back an erased account).
+    An account whose prefixed traits (and fallback name) are already these is not written at all:
+    its trait times and `updated_at` stay, and no score refresh sees it as changed.
+    Every new key must start with the prefix.
     `fallback_names` (tracking id -> name, e.g. a license's company) becomes the `name` trait of
     an account that has none, stamped with time 0 so that any identify naming the account wins;
     a name set that way is kept up to date by later calls.
@@ -282,27 +290,54 @@ def account_prefixed_traits_replace(
         stray = [key for key in traits if not key.startswith(prefix)]
         if stray:
             raise ValueError(f"traits for {tracking_id!r} outside the {prefix!r} prefix: {stray}")
-    tracking_ids = sorted(traits_by_tracking_id)
+    tracking_ids = set(traits_by_tracking_id)
+    if not create_missing:
+        existing = Account.objects.filter(product_id=product_id, tracking_id__in=tracking_ids)
+        tracking_ids = set(existing.values_list("tracking_id", flat=True))
     now = timezone.now()
     now_ms = int(now.timestamp() * 1000)
     with transaction.atomic():
         # Locked (or created) as messages_apply locks accounts: no deadlock with a drain.
-        accounts = accounts_lock_or_create(product_id, set(tracking_ids), lock=set(tracking_ids))
+        accounts = accounts_lock_or_create(product_id, tracking_ids, lock=tracking_ids)
         for tracking_id, account in accounts.items():
+            wanted = traits_by_tracking_id[tracking_id]
+            name = (fallback_names or {}).get(tracking_id)
+            renames = bool(
+                name
+                and account.traits.get("name") != name
+                and ("name" not in account.traits or account.trait_times.get("name") == 0)
+            )
+            held = {k: v for k, v in account.traits.items() if k.startswith(prefix)}
+            if not account.created and not renames and _same_json(held, wanted):
+                continue  # nothing to change: not written
             account.changed = True
             for key in [k for k in account.traits if k.startswith(prefix)]:
                 del account.traits[key]
                 account.trait_times.pop(key, None)
-            for key, value in traits_by_tracking_id[tracking_id].items():
+            for key, value in wanted.items():
                 account.traits[key] = value
                 account.trait_times[key] = now_ms
-            name = (fallback_names or {}).get(tracking_id)
             if name and ("name" not in account.traits or account.trait_times.get("name") == 0):
                 account.traits["name"] = name
                 account.trait_times["name"] = 0
         accounts_write(accounts.values(), now)
     created = sum(account.created for account in accounts.values())
-    return PrefixedTraitsResult(matched=len(accounts) - created, created=created)
+    changed = sum(bool(account.changed) for account in accounts.values())
+    return PrefixedTraitsResult(matched=len(accounts) - created, created=created, changed=changed)
+
+
+def _same_json(held: dict, wanted: dict) -> bool:
+    """Equal as stored JSON: 1 and 1.0 are the same number, True and 1 are not."""
+    return _canonical(held) == _canonical(wanted)
+
+
+def _canonical(traits: dict) -> str:
+    def plain(value):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return value
+        return float(value)
+
+    return json.dumps({k: plain(v) for k, v in traits.items()}, sort_keys=True, default=str)
 
 
 def event_activity_purge(*, now: datetime | None = None) -> int:

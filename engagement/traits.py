@@ -3,7 +3,7 @@ workspace's account filter (trait equals value) admits; segments, scoring and re
 
 from __future__ import annotations
 
-from django.db.models import Func, QuerySet, TextField
+from django.db.models import FloatField, Func, QuerySet, TextField
 from django.db.models.fields.json import KeyTransform
 from django.db.models.lookups import IsNull
 
@@ -75,6 +75,39 @@ class TraitText(Func):
         sql = (
             "(SELECT CASE json_each.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' "
             f"WHEN 'null' THEN NULL ELSE CAST(json_each.value AS TEXT) END {row})"
+        )
+        return sql, (*params, self.name)
+
+
+class TraitNumber(Func):
+    """The trait `name` of the JSON object column `source` as a number when it is a JSON number,
+    else NULL (absent, null, a text such as "12.50", a boolean): sums and sorts of an amount such
+    as `am.mrr` read only what was sent as a number."""
+
+    output_field = FloatField()
+
+    def __init__(self, name: str, source: str) -> None:
+        super().__init__(source)
+        self.name = str(name)
+
+    def as_sql(self, compiler, connection, **extra_context):
+        raise NotImplementedError("TraitNumber supports PostgreSQL and SQLite.")
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        lhs, params = compiler.compile(self.source_expressions[0])
+        value = f"({lhs} -> (%s)::text)"
+        sql = (
+            f"(CASE WHEN jsonb_typeof({value}) = 'number' "
+            f"THEN ({lhs} ->> (%s)::text)::double precision END)"
+        )
+        return sql, (*params, self.name, *params, self.name)
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        lhs, params = compiler.compile(self.source_expressions[0])
+        row = _SQLITE_KEY_ROW.format(json=lhs)
+        sql = (
+            "(SELECT CASE WHEN json_each.type IN ('integer', 'real') "
+            f"THEN CAST(json_each.value AS REAL) END {row})"
         )
         return sql, (*params, self.name)
 

@@ -26,11 +26,16 @@ _RUN_FIELDS = [
     "mode",
     "last_updated_from",
     "outcome",
+    "stage",
     "pages",
     "licenses_seen",
     "accounts_matched",
     "accounts_created",
+    "accounts_updated",
     "skipped_without_cloud_id",
+    "transactions_seen",
+    "transactions_skipped",
+    "feedback_seen",
     "skipped_invalid",
     "retries",
     "note",
@@ -46,7 +51,8 @@ class ConnectionForm(forms.ModelForm):
         widget=forms.PasswordInput(render_value=False),
         strip=True,
         help_text="Created in the marketplace account; stored encrypted and never shown again. "
-        "Enter it on every save (also to replace an expired token).",
+        "Enter it to save the connection details (also to replace an expired token); leave it "
+        "empty on a saved connection to change only the day the token was set.",
     )
     app = forms.CharField(
         label="App",
@@ -56,26 +62,54 @@ class ConnectionForm(forms.ModelForm):
 
     class Meta:
         model = MarketplaceConnection
-        fields = ["product", "email", "vendor_id"]
+        fields = ["product", "email", "vendor_id", "token_set_on"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["api_token"].required = False
+        self.fields["token_set_on"].help_text = (
+            "The day the API token was created (YYYY-MM-DD); today when a new token is saved "
+            "and this is left as it is. Its age is watched: Atlassian tokens expire within a "
+            f"year, and from {selectors.TOKEN_WARN_DAYS} days on this page and the dashboard's "
+            "health page warn."
+        )
         self.fields["email"].required = True
         self.fields["vendor_id"].required = True
         self.fields[
             "vendor_id"
         ].help_text = "The number at the end of the vendor management page address."
         self.resolved: services.ResolvedApp | None = None
-        if self.instance.pk and not self.is_bound:
-            # The app as a person names it (its listing's name), not its productId UUID.
+        if self.instance.pk:
+            # The app as a person names it (its listing's name), not its productId UUID; also
+            # what a save is compared with to tell whether the app changed.
             app = self.instance.app_name or self.instance.marketplace_product_id
             if app:
                 self.initial["app"] = app
+
+    def clean_token_set_on(self):
+        day = self.cleaned_data.get("token_set_on")
+        if day is not None:
+            try:
+                services.token_set_on_check(day)
+            except services.TokenDateError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return day
 
     @method_decorator(sensitive_variables("data"))
     def clean(self):
         data = super().clean()
         if self.errors:
+            return data
+        if self.instance.pk and not data.get("api_token"):
+            # No token typed: only the day the token was set may change.
+            if {"email", "vendor_id", "app"} & set(self.changed_data):
+                self.add_error(
+                    "api_token",
+                    "Enter the token to change the connection details: it is never shown back.",
+                )
+            elif data.get("token_set_on") is None and "token_set_on" in self.changed_data:
+                self.add_error("token_set_on", "Give the day the stored token was set.")
             return data
         try:
             self.resolved = services.connection_details_check(
@@ -197,11 +231,28 @@ class MarketplaceConnectionAdmin(ManagedProductAdminMixin, admin.ModelAdmin):
         return self.inlines if obj is not None else []
 
     def get_fields(self, request, obj=None):
-        editable = ["product", "email", "api_token", "vendor_id", "app"]
-        return editable + (self.readonly_fields if obj else [])
+        editable = ["product", "email", "api_token", "token_set_on", "vendor_id", "app"]
+        return editable + (["token_age", *self.readonly_fields] if obj else [])
 
     def get_readonly_fields(self, request, obj=None):
-        return self.readonly_fields + (["product"] if obj else [])
+        return self.readonly_fields + (["product", "token_age"] if obj else [])
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        if request.method == "GET":
+            connection = self.get_object(request, object_id)
+            warning = connection and selectors.token_warning(connection)
+            if warning:
+                self.message_user(request, warning, messages.WARNING)
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="token age")
+    def token_age(self, obj):
+        age = selectors.token_age_days(obj)
+        if age is None:
+            return "-"
+        warning = selectors.token_warning(obj)
+        text = f"{age} days (set on {obj.token_set_on.isoformat()})"
+        return format_html("{} <strong>{}</strong>", text, warning) if warning else text
 
     def get_queryset(self, request):
         return selectors.connections_for(user=request.user).select_related("periodic_task")
@@ -226,6 +277,21 @@ class MarketplaceConnectionAdmin(ManagedProductAdminMixin, admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         resolved = form.resolved
+        chosen_day = (
+            form.cleaned_data.get("token_set_on") if "token_set_on" in form.changed_data else None
+        )
+        if resolved is None:  # no token typed: only the day the token was set
+            if chosen_day is not None:
+                services.connection_token_set_on_update(
+                    connection_id=obj.pk, token_set_on=chosen_day
+                )
+            obj.refresh_from_db()
+            self.message_user(
+                request,
+                "Saved the day the token was set; the token and details are unchanged.",
+                messages.SUCCESS,
+            )
+            return
         connection = services.connection_configure(
             product_id=obj.product_id,
             email=form.cleaned_data["email"],
@@ -234,6 +300,7 @@ class MarketplaceConnectionAdmin(ManagedProductAdminMixin, admin.ModelAdmin):
             developer_id=resolved.developer_id,
             marketplace_product_id=resolved.product_id,
             app_name=resolved.app_name,
+            token_set_on=chosen_day,
         )
         obj.pk = connection.pk
         obj.refresh_from_db()
@@ -258,7 +325,7 @@ class MarketplaceConnectionAdmin(ManagedProductAdminMixin, admin.ModelAdmin):
             return "none"
         return f"every {services.SYNC_INTERVAL_HOURS} h" if task.enabled else "paused"
 
-    @admin.action(description="Sync now (all licenses)")
+    @admin.action(description="Sync now (all licenses, sales and uninstalls)")
     def sync_now(self, request, queryset):
         for connection in queryset:
             result = services.connection_sync_request(

@@ -135,6 +135,19 @@ class LicensePage:
     total: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class ReportPage:
+    """One page of a reporting list (licenses, transactions, feedback): the records as sent."""
+
+    records: list
+    next_url: str | None
+    total: int | None
+
+
+# The reporting lists a sync reads, by the key of their records in the answer.
+LICENSES, TRANSACTIONS, FEEDBACK = "licenses", "transactions", "feedback"
+
+
 def _retry_after(response: requests.Response) -> float | None:
     raw = response.headers.get("Retry-After", "").strip()
     try:
@@ -201,6 +214,39 @@ class MarketplaceClient:
             query["lastUpdated"] = last_updated
         return self.url(
             f"/rest/3/reporting/developer-space/{developer_id}/licenses?{urlencode(query)}"
+        )
+
+    def transactions_url(
+        self,
+        *,
+        developer_id: str,
+        product_id: str,
+        last_updated: str | None = None,
+        limit: int = PAGE_SIZE,
+    ) -> str:
+        """The app's sales transactions (refunds included), those updated since a day if given."""
+        query = {"productId": product_id, "limit": limit, "offset": 0}
+        if last_updated:
+            query["lastUpdated"] = last_updated
+        return self.url(
+            f"/rest/3/reporting/developer-space/{developer_id}/sales/transactions?"
+            f"{urlencode(query)}"
+        )
+
+    def feedback_url(
+        self,
+        *,
+        developer_id: str,
+        product_id: str,
+        start_date: str | None = None,
+        limit: int = PAGE_SIZE,
+    ) -> str:
+        """The app's uninstall feedback (not disable), that given on or after a day if given."""
+        query = {"productId": product_id, "type": "uninstall", "limit": limit, "offset": 0}
+        if start_date:
+            query["startDate"] = start_date
+        return self.url(
+            f"/rest/3/reporting/developer-space/{developer_id}/feedback/details?{urlencode(query)}"
         )
 
     # --- requests -------------------------------------------------------------------------
@@ -289,16 +335,23 @@ class MarketplaceClient:
             url = self.url(next_link) if isinstance(next_link, str) and next_link else None
 
     def licenses_page(self, url: str) -> LicensePage:
+        page = self.report_page(url, LICENSES)
+        return LicensePage(licenses=page.records, next_url=page.next_url, total=page.total)
+
+    def report_page(self, url: str, key: str) -> ReportPage:
+        """One page of a reporting list whose records are under `key`, with the link to the
+        next page (`_links.next.href`; absent on the last page)."""
         body = self.get_json(url)
         where = urlsplit(url).path
-        licenses, links = body.get("licenses"), body.get("_links", {})
-        if not isinstance(licenses, list):
-            raise MarketplaceBadAnswer(f"the license answer from {where} has no `licenses` list")
+        noun = "license" if key == LICENSES else key.rstrip("s")
+        records, links = body.get(key), body.get("_links", {})
+        if not isinstance(records, list):
+            raise MarketplaceBadAnswer(f"the {noun} answer from {where} has no `{key}` list")
         if links is None:
             links = {}
         if not isinstance(links, dict):
             raise MarketplaceBadAnswer(
-                f"the license answer from {where} has `_links` as {type(links).__name__}, "
+                f"the {noun} answer from {where} has `_links` as {type(links).__name__}, "
                 "not an object"
             )
         next_link = links.get("next")
@@ -306,11 +359,11 @@ class MarketplaceClient:
             next_link = next_link.get("href")
         if next_link is not None and not isinstance(next_link, str):
             raise MarketplaceBadAnswer(
-                f"the license answer from {where} has a `_links.next` that is not a link"
+                f"the {noun} answer from {where} has a `_links.next` that is not a link"
             )
         total = body.get("totalCount")
-        return LicensePage(
-            licenses=licenses,
+        return ReportPage(
+            records=records,
             next_url=self.url(next_link) if next_link else None,
             total=total if isinstance(total, int) else None,
         )

@@ -1,11 +1,15 @@
 """A fake marketplace API for tests, benchmarks and trying the connection locally.
 
-Serves the three endpoints the connection calls, with the documented shapes: the vendor lookup,
-the app listing (cursor paging) and license reporting (offset paging, `lastUpdated` filtering,
-`withDataInsights`). Licenses are generated deterministically from the documented fields. Errors
-can be injected (429 with Retry-After, 5xx, 401) from code or over HTTP:
+Serves the endpoints the connection calls, with the documented shapes: the vendor lookup, the
+app listing (cursor paging), license reporting (offset paging, `lastUpdated` filtering,
+`withDataInsights`), sales transactions (offset paging, `lastUpdated`) and feedback details
+(offset paging, `type`, `startDate`). Licenses, their transactions (new sales, renewals,
+upgrades, refunds as lines of their own with negative amounts) and uninstall/disable feedback are
+generated deterministically from the documented fields, contacts included (which the sync must
+not keep). Errors can be injected (429 with Retry-After, 5xx, 401) from code or over HTTP:
 
     POST /_fake/inject?status=429&count=3&retry_after=1   the next 3 license requests fail
+    POST /_fake/inject?status=502&endpoint=transactions   the next transactions request fails
     POST /_fake/token?value=NEW                           only NEW is accepted from now on
     GET  /_fake/state                                     what the fake holds and has served
 
@@ -31,6 +35,8 @@ _COUNTRIES = [("Germany", "EMEA"), ("United States", "Americas"), ("Japan", "APA
               ("Brazil", "Americas"), ("France", "EMEA"), ("Australia", "APAC")]  # fmt: skip
 _INSIGHTS = ("evaluation", "parent", "installedOn", "daysTo")
 _TYPES = ["COMMERCIAL"] * 6 + ["EVALUATION", "ACADEMIC", "COMMUNITY", "OPEN_SOURCE"]
+_REASONS = ["cost", "expectations", "bugs", "not-meeting-needs", "project-based", "other"]
+ENDPOINTS = ("licenses", "transactions", "feedback")  # where faults can be injected
 
 
 def _uuid(rng: random.Random) -> str:
@@ -51,9 +57,12 @@ class FakeMarketplace:
         seed: int = 7,
         today: date | None = None,
         accounts: dict[str, str] | None = None,
+        transactions: int | None = None,
     ) -> None:
         """`accounts` (cloudId -> company): the first cloud licenses are these sites' active
-        licenses, so they match accounts the service already has (the demo's `acme`)."""
+        licenses, so they match accounts the service already has (the demo's `acme`).
+        `transactions`: how many transaction lines to generate over the licenses (default one
+        per license); tests may also set `transactions` and `feedback` lists directly."""
         rng = random.Random(seed)
         self.email = email
         self.token = token
@@ -72,9 +81,17 @@ class FakeMarketplace:
         self.today = today or date.today()
         self.licenses = self._generate(rng, licenses)
         self._give_to(accounts or {})
-        self._faults: deque[tuple[int, float | None]] = deque()
+        # Their own random stream: the licenses are the same whatever is generated after them.
+        revenue_rng = random.Random(seed + 1)
+        self.transactions = self._sales(
+            revenue_rng, len(self.licenses) if transactions is None else transactions
+        )
+        self.feedback = self._feedback(revenue_rng)
+        self._faults: dict[str, deque[tuple[int, float | None]]] = {
+            endpoint: deque() for endpoint in ENDPOINTS
+        }
         self._lock = threading.Lock()
-        self._filtered: dict[str, list[dict]] = {}
+        self._filtered: dict[tuple, list[dict]] = {}
         self.requests: list[str] = []
         self._server: ThreadingHTTPServer | None = None
 
@@ -163,11 +180,121 @@ class FakeMarketplace:
             record["cloudSiteHostname"] = f"{cloud_id}.atlassian.net"
             record["contactDetails"]["company"] = company
 
+    def _sales(self, rng: random.Random, count: int) -> list[dict]:
+        """`count` transaction lines spread over the licenses: each license's history ends with
+        the sale of its current maintenance period (a new sale first, renewals after; now and
+        then an upgrade, and a refund of the latest sale as a line of its own)."""
+        if not self.licenses or count <= 0:
+            return []
+        base, extra = divmod(count, len(self.licenses))
+        lines: list[dict] = []
+        for index, license in enumerate(self.licenses):
+            lines.extend(self._history(rng, index, license, base + (index < extra)))
+        return lines
+
+    def _history(self, rng: random.Random, index: int, license: dict, lines: int) -> list[dict]:
+        if lines <= 0:
+            return []
+        start = date.fromisoformat(license["maintenanceStartDate"])
+        end = date.fromisoformat(license["maintenanceEndDate"])
+        annual = (end - start).days > 62
+        step = timedelta(days=365 if annual else 30)
+        monthly_price = rng.choice([10, 25, 50, 120, 480])
+        refund = lines > 1 and rng.random() < 0.05
+        sales = lines - refund
+        history = []
+        for n in range(sales):
+            sold = start - step * (sales - 1 - n)
+            kind = "New" if n == 0 else ("Upgrade" if rng.random() < 0.05 else "Renewal")
+            price = monthly_price * (10 if annual else 1) * (1.5 if kind == "Upgrade" else 1)
+            history.append((sold, kind, round(price * 0.75, 2)))
+        if refund:
+            sold, _, amount = history[-1]
+            history.append((sold, "Refund", -amount))
+        product = self.apps[0]
+        records = []
+        for n, (sold, kind, amount) in enumerate(history):
+            maintenance_start = history[-1][0] if kind == "Refund" else sold
+            record = {
+                "transactionId": f"IN-{index:06d}-{n:03d}",
+                "transactionLineItemId": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+                "addonKey": product["appKey"],
+                "addonName": product["appName"],
+                "productId": product["productId"],
+                "lastUpdated": sold.isoformat(),
+                "appEdition": license["appEdition"],
+                "paymentStatus": "Refunded" if kind == "Refund" else "Paid",
+                "customerDetails": {
+                    "company": license["contactDetails"]["company"],
+                    "country": license["contactDetails"]["country"],
+                    "region": license["contactDetails"]["region"],
+                    "technicalContact": dict(license["contactDetails"]["technicalContact"]),
+                    "billingContact": {"email": f"billing{index}@company{index}.example"},
+                },
+                "purchaseDetails": {
+                    "saleDate": sold.isoformat(),
+                    "saleType": kind,
+                    "billingPeriod": "Annual" if annual else "Monthly",
+                    "licenseType": license["licenseType"],
+                    "hosting": license["hosting"],
+                    "tier": license["tier"],
+                    "purchasePrice": round(amount / 0.75, 2),
+                    "vendorAmount": amount,
+                    "maintenanceStartDate": maintenance_start.isoformat(),
+                    "maintenanceEndDate": (maintenance_start + step).isoformat(),
+                },
+            }
+            for field in ("cloudId", "appEntitlementId", "appEntitlementNumber", "licenseId",
+                          "addonLicenseId"):  # fmt: skip
+                if field in license:
+                    record[field] = license[field]
+            records.append(record)
+        return records
+
+    def _feedback(self, rng: random.Random) -> list[dict]:
+        """An uninstall (or a disable) for about half of the licenses no longer active."""
+        records = []
+        for index, license in enumerate(self.licenses):
+            if license["status"] == "active" or rng.random() < 0.5:
+                continue
+            record = {
+                "addonKey": license["addonKey"],
+                "productId": license["productId"],
+                "addonVersion": "1.0.0",
+                "applicationKey": "jira",
+                "hosting": license["hosting"],
+                "appEdition": license["appEdition"],
+                "date": license["lastUpdated"],
+                "feedbackType": rng.choice(["uninstall", "uninstall", "disable"]),
+                "reasonKey": rng.choice(_REASONS),
+                "reason": "As the customer put it",
+                "message": f"Feedback from admin {index}",
+                "email": f"admin{index}@company{index}.example",
+                "fullName": f"Admin {index}",
+            }
+            for field in ("cloudId", "appEntitlementId", "appEntitlementNumber", "licenseId"):
+                if field in license:
+                    record[field] = license[field]
+            records.append(record)
+        return records
+
     # --- control --------------------------------------------------------------------------
-    def inject(self, status: int, *, count: int = 1, retry_after: float | None = None) -> None:
-        """The next `count` license requests answer `status` (with Retry-After if given)."""
+    def inject(
+        self,
+        status: int,
+        *,
+        count: int = 1,
+        retry_after: float | None = None,
+        endpoint: str = "licenses",
+    ) -> None:
+        """The next `count` requests to `endpoint` (licenses, transactions, feedback) answer
+        `status` (with Retry-After if given)."""
         with self._lock:
-            self._faults.extend([(status, retry_after)] * count)
+            self._faults[endpoint].extend([(status, retry_after)] * count)
+
+    @property
+    def pending_faults(self) -> int:
+        return sum(len(faults) for faults in self._faults.values())
 
     def set_token(self, token: str) -> None:
         self.token = token
@@ -223,20 +350,22 @@ class FakeMarketplace:
             if segments[2] != self.developer_id:
                 return 404, {}, {"message": "Developer space not found"}
             return 200, {}, self._listing(query)
-        if (
-            len(segments) == 4
-            and segments[:2] == ["reporting", "developer-space"]
-            and segments[3] == "licenses"
-        ):
+        endpoint = {
+            ("licenses",): "licenses",
+            ("sales", "transactions"): "transactions",
+            ("feedback", "details"): "feedback",
+        }.get(tuple(segments[3:]))
+        if segments[:2] == ["reporting", "developer-space"] and len(segments) > 3 and endpoint:
             with self._lock:
-                fault = self._faults.popleft() if self._faults else None
+                faults = self._faults[endpoint]
+                fault = faults.popleft() if faults else None
             if fault is not None:
                 status, retry_after = fault
                 headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
                 return status, headers, {"message": f"injected {status}"}
             if segments[2] != self.developer_id:
                 return 404, {}, {"message": "Developer space not found"}
-            return 200, {}, self._licenses(segments[2], query)
+            return 200, {}, self._report(endpoint, target, query)
         return 404, {}, {"message": "Not found"}
 
     def _listing(self, query: dict) -> dict:
@@ -250,44 +379,56 @@ class FakeMarketplace:
             links["next"] = f"{base}&cursor={cursor}"
         return {"links": links, "items": items}
 
-    def _licenses(self, developer_id: str, query: dict) -> dict:
-        limit = max(1, min(int(query.get("limit", 10)), PAGE_LIMIT))
-        offset = max(0, int(query.get("offset", 0)))
-        product_id, since = query.get("productId", ""), query.get("lastUpdated", "")
-        key = f"{product_id}|{since}"
+    def _matching(self, endpoint: str, query: dict) -> list[dict]:
+        product_id = query.get("productId", "")
+        if endpoint == "licenses":
+            records, since = self.licenses, query.get("lastUpdated", "")
+            wanted = lambda r: r["lastUpdated"] >= since  # noqa: E731
+        elif endpoint == "transactions":
+            records, since = self.transactions, query.get("lastUpdated", "")
+            wanted = lambda r: r["lastUpdated"] >= since  # noqa: E731
+        else:
+            records, since, kind = self.feedback, query.get("startDate", ""), query.get("type")
+            wanted = lambda r: r["date"] >= since and kind in (None, r["feedbackType"])  # noqa: E731
+        key = (endpoint, id(records), len(records), product_id, since, query.get("type"))
         with self._lock:
             matching = self._filtered.get(key)
             if matching is None:
-                matching = [
-                    record
-                    for record in self.licenses
-                    if record["productId"] == product_id and record["lastUpdated"] >= since
-                ]
+                matching = [r for r in records if r.get("productId") == product_id and wanted(r)]
                 self._filtered[key] = matching
-        insights = query.get("withDataInsights") == "true"
+        return matching
+
+    def _report(self, endpoint: str, target: str, query: dict) -> dict:
+        limit = max(1, min(int(query.get("limit", 10)), PAGE_LIMIT))
+        offset = max(0, int(query.get("offset", 0)))
+        matching = self._matching(endpoint, query)
         page = matching[offset : offset + limit]
-        if not insights:
+        if endpoint == "licenses" and query.get("withDataInsights") != "true":
             page = [{k: v for k, v in r.items() if not k.startswith(_INSIGHTS)} for r in page]
         params = {k: v for k, v in query.items() if k not in {"offset", "limit"}}
+        path = urlsplit(target).path.removeprefix("/marketplace")
 
         def href(at: int) -> str:
-            params_at = urlencode({**params, "offset": at, "limit": limit})
-            return f"/rest/3/reporting/developer-space/{developer_id}/licenses?{params_at}"
+            return f"{path}?{urlencode({**params, 'offset': at, 'limit': limit})}"
 
         links = {"self": {"href": href(offset)}}
         if offset + limit < len(matching):
             links["next"] = {"href": href(offset + limit)}
-        return {"_links": links, "totalCount": len(matching), "licenses": page}
+        return {"_links": links, "totalCount": len(matching), endpoint: page}
 
     def _control(self, method: str, path: str, query: dict) -> tuple[int, dict, dict]:
         if method == "POST" and path == "/_fake/inject":
             retry_after = query.get("retry_after")
+            endpoint = query.get("endpoint", "licenses")
+            if endpoint not in ENDPOINTS:
+                return 400, {}, {"message": f"endpoint: one of {', '.join(ENDPOINTS)}"}
             self.inject(
                 int(query.get("status", 503)),
                 count=int(query.get("count", 1)),
                 retry_after=float(retry_after) if retry_after else None,
+                endpoint=endpoint,
             )
-            return 200, {}, {"pending_faults": len(self._faults)}
+            return 200, {}, {"pending_faults": self.pending_faults}
         if method == "POST" and path == "/_fake/token" and query.get("value"):
             self.set_token(query["value"])
             return 200, {}, {"token": "changed"}
@@ -300,8 +441,10 @@ class FakeMarketplace:
                     "developer_id": self.developer_id,
                     "apps": self.apps,
                     "licenses": len(self.licenses),
+                    "transactions": len(self.transactions),
+                    "feedback": len(self.feedback),
                     "requests": len(self.requests),
-                    "pending_faults": len(self._faults),
+                    "pending_faults": self.pending_faults,
                 },
             )
         return 404, {}, {"message": "Not found"}

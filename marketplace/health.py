@@ -2,6 +2,7 @@
 
 from engagement.health import ConnectionHealth
 from marketplace.models import MarketplaceConnection, SyncRun
+from marketplace.selectors import token_warning
 
 
 def connection_health_for(product_id: int) -> list[ConnectionHealth]:
@@ -26,5 +27,6 @@ def connection_health_for(product_id: int) -> list[ConnectionHealth]:
             last_success_at=connection.last_success_at,
             last_error=connection.last_error,
             last_error_at=connection.last_error_at,
+            warning=token_warning(connection),
         )
     ]

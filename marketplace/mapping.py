@@ -75,6 +75,7 @@ _TOP_LEVEL: dict[str, tuple[str, str]] = {
     "evaluationLicense": ("am.evaluationLicense", ID),
     "daysToConvertEval": ("am.daysToConvertEval", NUMBER),
 }
+CONVERTED_TRAIT = "am.convertedFromEvaluation"
 COMPANY_TRAIT = "am.company"  # also the name of an account the service knows only from licenses
 _CONTACT = {"company": COMPANY_TRAIT, "country": "am.country", "region": "am.region"}
 _ATTRIBUTION = (
@@ -207,6 +208,9 @@ def license_traits(license: dict) -> dict:
     number = tier_number(traits.get("am.tier"))
     if number is not None:
         traits["am.tier.number"] = number
+    # A converted evaluation: a number of days in daysToConvertEval and the day it converted in
+    # evaluationSaleDate ("NA" in both when it did not).
+    traits[CONVERTED_TRAIT] = "am.daysToConvertEval" in traits and "am.evaluationSaleDate" in traits
     for group, fields in (
         ("contactDetails", {field: name for field, name in _CONTACT.items()}),
         ("attribution", {field: f"am.attribution.{field}" for field in _ATTRIBUTION}),

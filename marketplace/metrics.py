@@ -1,15 +1,18 @@
 """Marketplace's Prometheus metrics: sync runs by how they ended, and (read at scrape time) each
-connection's state and last successful sync."""
+connection's state, last successful sync and the age of its API token."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.utils import timezone
 from prometheus_client import Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from marketplace.models import MarketplaceConnection
+from marketplace.selectors import TOKEN_WARN_DAYS
 
 SYNC_RUNS = Counter(
     "eds_marketplace_syncs_total",
@@ -45,12 +48,27 @@ class ConnectionCollector(Collector):
             "Unix time of the connection's last successful sync (absent before the first).",
             labels=["product"],
         )
-        rows = MarketplaceConnection.objects.values_list("product_id", "state", "last_success_at")
-        for product_id, current, succeeded_at in rows:
+        token_age = GaugeMetricFamily(
+            "eds_marketplace_token_age_days",
+            "Whole days since the connection's API token was set (absent without a token); "
+            "Atlassian API tokens expire within a year, the service warns from "
+            f"{TOKEN_WARN_DAYS} days.",
+            labels=["product"],
+        )
+        today = timezone.localdate()
+        # Whether a token is stored, without decrypting it (an erased token is stored as NULL).
+        has_token = ExpressionWrapper(Q(api_token__isnull=False), output_field=BooleanField())
+        rows = MarketplaceConnection.objects.annotate(has_token=has_token).values_list(
+            "product_id", "state", "last_success_at", "token_set_on", "has_token"
+        )
+        for product_id, current, succeeded_at, token_set_on, token in rows:
             product = str(product_id)
             for choice in MarketplaceConnection.State.values:
                 state.add_metric([product, choice], 1.0 if choice == current else 0.0)
             if succeeded_at is not None:
                 last_success.add_metric([product], succeeded_at.timestamp())
+            if token and token_set_on is not None:
+                token_age.add_metric([product], float((today - token_set_on).days))
         yield state
         yield last_success
+        yield token_age

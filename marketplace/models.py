@@ -25,6 +25,9 @@ class MarketplaceConnection(models.Model):
     )
     email = models.EmailField("user name (email)", max_length=320, blank=True, default="")
     api_token = EncryptedTextField(null=True, blank=True)  # the library stores "" as NULL
+    # The day the API token was set (Atlassian tokens expire within a year, and the expiry is
+    # not readable through the API): the day it was saved unless given; None without a token.
+    token_set_on = models.DateField("token set on", null=True, blank=True)
     vendor_id = models.CharField("vendor ID", max_length=32, blank=True, default="")
     developer_id = models.CharField("developer ID", max_length=64, blank=True, default="")
     marketplace_product_id = models.CharField(
@@ -76,7 +79,14 @@ class SyncRun(models.Model):
         UNAUTHORIZED = "unauthorized", "Stopped: requires authentication"
         STOPPED = "stopped", "Stopped"
 
+    class Stage(models.TextChoices):
+        LICENSES = "licenses", "Licenses"
+        TRANSACTIONS = "transactions", "Transactions"
+        FEEDBACK = "feedback", "Uninstall feedback"
+        TRAITS = "traits", "Account traits"
+
     OPEN = (Outcome.RUNNING, Outcome.RETRYING)
+    FIRST_STAGE = Stage.TRANSACTIONS
 
     connection = models.ForeignKey(
         MarketplaceConnection, on_delete=models.CASCADE, related_name="runs"
@@ -93,6 +103,20 @@ class SyncRun(models.Model):
     accounts_matched = models.PositiveIntegerField(default=0)
     accounts_created = models.PositiveIntegerField(default=0)
     skipped_without_cloud_id = models.PositiveIntegerField(default=0)
+    # Where the run is: transactions, feedback, licenses, then the accounts' traits; with
+    # `next_url`, where a retry continues. A run starts at FIRST_STAGE (services); the default
+    # (also in the database, for the previous release's processes during an upgrade) is for
+    # runs made by code that reads licenses only.
+    stage = models.CharField(
+        max_length=16, choices=Stage.choices, default=Stage.LICENSES, db_default=Stage.LICENSES
+    )
+    transactions_seen = models.PositiveIntegerField(default=0, db_default=0)
+    # Sales without cloudId (server, data center) or of another app: they belong to no account.
+    transactions_skipped = models.PositiveIntegerField(default=0, db_default=0)
+    feedback_seen = models.PositiveIntegerField(default=0, db_default=0)
+    # Accounts whose `am.` traits this run changed (an unchanged account is not written).
+    # The new counters have database defaults too: the previous release's inserts omit them.
+    accounts_updated = models.PositiveIntegerField(default=0, db_default=0)
     # Licenses the mapping refused (a value breaking its field's rule), and the first reasons:
     # [{"license": "appEntitlementId ...", "field": "company", "reason": "..."}, ...].
     skipped_invalid = models.PositiveIntegerField(default=0)
@@ -142,3 +166,60 @@ class License(models.Model):
             models.UniqueConstraint(fields=["connection", "ref"], name="license_unique_ref")
         ]
         indexes = [models.Index(fields=["connection", "cloud_id"], name="license_cloud_idx")]
+
+
+class Transaction(models.Model):
+    """One sales transaction line of the connected app, reduced to what the revenue traits need.
+
+    Identified by (transactionId, transactionLineItemId); a refund is a line of its own with a
+    negative amount. Only cloud sales are kept (they name the account by cloudId); no customer,
+    billing or partner detail is stored.
+    """
+
+    connection = models.ForeignKey(
+        MarketplaceConnection, on_delete=models.CASCADE, related_name="transactions"
+    )
+    transaction_id = models.CharField(max_length=255)
+    line_item_id = models.CharField(max_length=255)
+    cloud_id = models.CharField(max_length=255)
+    # appEntitlementId (else appEntitlementNumber): which license of the account it paid for.
+    entitlement = models.CharField(max_length=255, blank=True, default="")
+    sale_date = models.DateField()
+    sale_type = models.CharField(max_length=16)  # new, renewal, upgrade, downgrade, refund
+    billing_period = models.CharField(max_length=8, blank=True, default="")  # monthly, annual
+    license_type = models.CharField(max_length=32, blank=True, default="")
+    vendor_amount = models.DecimalField(max_digits=19, decimal_places=4)  # USD
+    maintenance_start = models.DateField(null=True, blank=True)
+    maintenance_end = models.DateField(null=True, blank=True)
+    last_updated = models.DateField(null=True, blank=True)
+    last_run = models.ForeignKey(SyncRun, on_delete=models.SET_NULL, null=True, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["connection", "transaction_id", "line_item_id"],
+                name="transaction_unique_line",
+            )
+        ]
+        indexes = [models.Index(fields=["connection", "cloud_id"], name="transaction_cloud_idx")]
+
+
+class Uninstall(models.Model):
+    """One uninstall feedback of the connected app: its day and reasonKey, nothing personal (no
+    submitter, no message). Identified by a hash of the fields that tell two feedbacks apart."""
+
+    connection = models.ForeignKey(
+        MarketplaceConnection, on_delete=models.CASCADE, related_name="uninstalls"
+    )
+    key = models.CharField(max_length=64)
+    cloud_id = models.CharField(max_length=255, blank=True, default="")
+    entitlement = models.CharField(max_length=255, blank=True, default="")
+    feedback_date = models.DateField()
+    reason_key = models.CharField(max_length=255, blank=True, default="")
+    last_run = models.ForeignKey(SyncRun, on_delete=models.SET_NULL, null=True, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["connection", "key"], name="uninstall_unique_key")
+        ]
+        indexes = [models.Index(fields=["connection", "cloud_id"], name="uninstall_cloud_idx")]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 from django.conf import settings
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from engagement.memberships import products_managed_by
 from marketplace.models import MarketplaceConnection, SyncRun
@@ -27,6 +30,29 @@ def connections_for(*, user) -> QuerySet[MarketplaceConnection]:
     return connections if allowed is None else connections.filter(product_id__in=allowed)
 
 
+# Atlassian API tokens live at most a year: warn a month ahead.
+TOKEN_WARN_DAYS = 330
+
+
+def token_age_days(connection: MarketplaceConnection, today: date | None = None) -> int | None:
+    """Whole days since the stored token was set; None without a token or its day."""
+    if connection.token_set_on is None or not connection.api_token:
+        return None
+    return ((today or timezone.localdate()) - connection.token_set_on).days
+
+
+def token_warning(connection: MarketplaceConnection, today: date | None = None) -> str:
+    """From TOKEN_WARN_DAYS days on, what to do before the token expires; else ""."""
+    age = token_age_days(connection, today)
+    if age is None or age < TOKEN_WARN_DAYS:
+        return ""
+    return (
+        f"The API token was set on {connection.token_set_on.isoformat()}, {age} days ago; "
+        "Atlassian API tokens expire within a year. Create a new token and save it with the "
+        "connection details before the sync stops with 401."
+    )
+
+
 def _iso(value) -> str | None:
     return value.isoformat() if value else None
 
@@ -47,6 +73,9 @@ def connection_status(*, product_id: int, runs: int = 10) -> dict:
         "marketplace_product_id": stored.marketplace_product_id,
         "app_name": stored.app_name,
         "schedule_enabled": bool(stored.periodic_task and stored.periodic_task.enabled),
+        "token_set_on": _iso(stored.token_set_on),
+        "token_age_days": token_age_days(stored),
+        "token_warning": token_warning(stored) or None,
         "last_success_at": _iso(stored.last_success_at),
         "last_error": stored.last_error or None,
         "last_error_at": _iso(stored.last_error_at),
@@ -60,10 +89,15 @@ def connection_status(*, product_id: int, runs: int = 10) -> dict:
                 "finished_at": _iso(run.finished_at),
                 "outcome": run.outcome,
                 "pages": run.pages,
+                "stage": run.stage,
                 "licenses_seen": run.licenses_seen,
                 "accounts_matched": run.accounts_matched,
                 "accounts_created": run.accounts_created,
                 "skipped_without_cloud_id": run.skipped_without_cloud_id,
+                "transactions_seen": run.transactions_seen,
+                "transactions_skipped": run.transactions_skipped,
+                "feedback_seen": run.feedback_seen,
+                "accounts_updated": run.accounts_updated,
                 "skipped_invalid": run.skipped_invalid,
                 "skipped_reasons": run.skipped_reasons,
                 "retries": run.retries,

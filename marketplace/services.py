@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import date, timedelta
 
 from celery import current_app
 from django.conf import settings
@@ -21,9 +21,12 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask, PeriodicTa
 
 from marketplace import metrics
 from marketplace.client import (
+    FEEDBACK,
+    TRANSACTIONS,
     App,
     MarketplaceClient,
     MarketplaceError,
+    MarketplaceForbidden,
     MarketplaceUnauthorized,
 )
 from marketplace.models import License, MarketplaceConnection, SyncRun
@@ -119,9 +122,13 @@ def connection_configure(
     developer_id: str,
     marketplace_product_id: str,
     app_name: str = "",
+    token_set_on: date | None = None,
 ) -> MarketplaceConnection:
     """Save valid details (all four values, checked by connection_details_check): the connection
-    becomes active and a full sync starts after the transaction commits."""
+    becomes active and a full sync starts after the transaction commits. The token counts as
+    set today unless `token_set_on` says when it was (not in the future)."""
+    if token_set_on is not None:
+        token_set_on_check(token_set_on)
     now = timezone.now()
     with transaction.atomic():
         stored, _ = MarketplaceConnection.objects.select_for_update().get_or_create(
@@ -134,6 +141,7 @@ def connection_configure(
             License.objects.filter(connection=stored).delete()
         stored.email = email.strip()
         stored.api_token = api_token.strip()
+        stored.token_set_on = token_set_on or timezone.localdate(now)
         stored.vendor_id = vendor_id.strip()
         stored.developer_id = developer_id
         stored.marketplace_product_id = marketplace_product_id
@@ -155,6 +163,47 @@ def connection_configure(
     return stored
 
 
+class TokenDateError(ValueError):
+    """A token_set_on that cannot be: not a YYYY-MM-DD day, or in the future."""
+
+
+def token_set_on_parse(text: str) -> date:
+    """A token day as typed (`YYYY-MM-DD`); TokenDateError says what is wrong."""
+    try:
+        if len(text.strip()) != 10:
+            raise ValueError
+        day = date.fromisoformat(text.strip())
+    except ValueError:
+        raise TokenDateError(
+            f"{text!r} is not a day: write the day the token was set as YYYY-MM-DD."
+        ) from None
+    token_set_on_check(day)
+    return day
+
+
+def token_set_on_check(day: date) -> None:
+    today = timezone.localdate()
+    if day > today:
+        raise TokenDateError(
+            f"{day.isoformat()} is in the future (today is {today.isoformat()}): a token "
+            "cannot have been set yet."
+        )
+
+
+def connection_token_set_on_update(*, connection_id: int, token_set_on: date) -> None:
+    """Record the day the stored token was set (when it was created earlier than saved here),
+    without touching the token or anything else."""
+    token_set_on_check(token_set_on)
+    updated = (
+        MarketplaceConnection.objects.filter(id=connection_id)
+        .exclude(api_token__isnull=True)
+        .exclude(api_token="")
+        .update(token_set_on=token_set_on)
+    )
+    if not updated:
+        raise TokenDateError("No API token is stored: save the connection details first.")
+
+
 def connections_disconnect(*, connection_ids: list[int]) -> int:
     """Stop future syncs and a running one, forget the token; imported `am.` traits stay.
 
@@ -172,11 +221,12 @@ def connections_disconnect(*, connection_ids: list[int]) -> int:
             connection.state = State.DISCONNECTED
             connection.state_changed_at = now
             connection.api_token = ""
+            connection.token_set_on = None  # no token, no token age
             _runs_close_open(
                 connection.id, "Stopped: the connection was disconnected.", metrics.DISCONNECTED
             )
         MarketplaceConnection.objects.bulk_update(
-            connections, ["state", "state_changed_at", "api_token"]
+            connections, ["state", "state_changed_at", "api_token", "token_set_on"]
         )
         PeriodicTask.objects.filter(
             id__in=[c.periodic_task_id for c in connections if c.periodic_task_id]
@@ -187,7 +237,8 @@ def connections_disconnect(*, connection_ids: list[int]) -> int:
 
 
 def connection_test(*, connection_id: int) -> str:
-    """Try the stored details without changing anything: vendor, listing, license reporting.
+    """Try the stored details without changing anything: vendor, listing, license reporting,
+    then sales and feedback reporting (a 403 there is reported in the answer).
 
     Returns what worked; raises the client's typed error for what did not.
     """
@@ -214,7 +265,22 @@ def connection_test(*, connection_id: int) -> str:
     url = client.licenses_url(developer_id=developer_id, product_id=app.product_id, limit=1)
     page = client.licenses_page(url)
     total = f"{page.total} licenses" if page.total is not None else "licenses reachable"
-    return f"Connection works: {app.app_name or app.app_key} ({app.product_id}), {total}."
+    # Sales and feedback reporting are permissions of their own: a refusal there is reported,
+    # not raised (a sync skips that list and still imports the licenses).
+    refused = []
+    ids = {"developer_id": developer_id, "product_id": app.product_id, "limit": 1}
+    for what, list_url, key in (
+        ("sales transactions", client.transactions_url(**ids), TRANSACTIONS),
+        ("uninstall feedback", client.feedback_url(**ids), FEEDBACK),
+    ):
+        try:
+            client.report_page(list_url, key)
+        except MarketplaceForbidden:
+            refused.append(what)
+    works = f"Connection works: {app.app_name or app.app_key} ({app.product_id}), {total}"
+    if refused:
+        return f"{works}; refused (403): {' and '.join(refused)}, whose traits will not update."
+    return f"{works}, sales and uninstall feedback reachable."
 
 
 # --- schedule -------------------------------------------------------------------------------
@@ -360,6 +426,7 @@ def connection_sync_request(*, connection_id: int, trigger: str) -> SyncRequest:
             last_updated_from=None if full else (now - timedelta(days=LOOKBACK_DAYS)).date(),
             started_at=now,
             retry_at=now,
+            stage=SyncRun.FIRST_STAGE,
         )
         if full and trigger == SyncRun.Trigger.SCHEDULED:
             # A full sync that gave up part-way continues where it stopped.
@@ -368,9 +435,10 @@ def connection_sync_request(*, connection_id: int, trigger: str) -> SyncRequest:
                 previous is not None
                 and previous.mode == SyncRun.Mode.FULL
                 and previous.outcome == Outcome.FAILED
-                and previous.next_url
+                and (previous.next_url or previous.stage != SyncRun.FIRST_STAGE)
             ):
                 run.next_url = previous.next_url
+                run.stage = previous.stage
                 run.note = f"Continues run {previous.id} from where it stopped."
         run.save()
         _enqueue(run.id)

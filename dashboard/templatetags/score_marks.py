@@ -9,5 +9,5 @@ register = template.Library()
 
 @register.filter
 def heat(change: int | None) -> str:
-    """"hot", "cold" or "" (engagement.bands: from +10, from -10)."""
+    """ "hot", "cold" or "" (engagement.bands: from +10, from -10)."""
     return bands.heat(change)

@@ -14,8 +14,9 @@ class Segment(models.Model):
     conditions: [{"field": "trait:plan" | "metric:engagement_score" | "event:<name>",
                   "operator": "equals" | "not_equals" | "contains" | "greater_than" | "less_than"
                               | "is_set" | "is_not_set" | "within_last_days"
-                              | "more_than_days_ago" | "count_at_least",
-                  "value": ..., "within_last_days": D (event conditions only)}]
+                              | "more_than_days_ago" | "within_next_days" | "count_at_least",
+                  "value": ..., "within_last_days": D (event conditions only)}
+                 | {"any": [conditions]} (a group: one of them holds)]
     `builtin` marks the segments every workspace starts with (engagement/builtin_segments.py);
     they are edited and deleted like any other and listed first.
     """

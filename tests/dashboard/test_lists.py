@@ -63,9 +63,7 @@ def test_the_users_list_pages_like_the_accounts_list(acme, vera):
     assert first.context["page"].pages == 2
     assert shown(first)[:3] == ["User 1", "User 2", "User 3"]
     assert b"page=2" in first.content
-    second = client.get(
-        url(acme.workspace, "users/"), {"sort": "name", "order": "asc", "page": 2}
-    )
+    second = client.get(url(acme.workspace, "users/"), {"sort": "name", "order": "asc", "page": 2})
     assert shown(second) == [f"User {n}" for n in range(26, 31)]
     # A bad page or sort is not an error page: the defaults.
     bad = client.get(url(acme.workspace, "users/"), {"sort": "active_users", "page": "x"})
@@ -193,9 +191,9 @@ def test_condition_text_says_each_condition_in_words():
             "within_last_days": 7,
         }
     ) == ("Report_Created at least 3 times in the last 7 days")
-    assert condition_text(
-        {"field": "event:Login", "operator": "count_at_least", "value": 1}
-    ) == ("Login at least 1 time ever")
+    assert condition_text({"field": "event:Login", "operator": "count_at_least", "value": 1}) == (
+        "Login at least 1 time ever"
+    )
     assert condition_text(
         {"field": "metric:last_seen", "operator": "within_last_days", "value": 30}
     ) == ("last seen within the last 30 days")
@@ -248,7 +246,7 @@ def test_a_users_segment_lists_its_members_by_name(acme, vera):
 
 def test_an_accounts_users_show_by_name_with_the_id_beside(acme, vera, scored):
     response = signed_in(vera).get(url(acme.workspace, f"accounts/{scored.initech.id}/"))
-    assert b">Ann Lee</a> <span class=\"muted small\">ann</span>" in response.content
+    assert b'>Ann Lee</a> <span class="muted small">ann</span>' in response.content
 
 
 # --- Favicon ----------------------------------------------------------------------------------

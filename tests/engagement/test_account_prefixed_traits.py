@@ -83,3 +83,37 @@ def test_bulk_queries_only(acme, django_assert_max_num_queries):
         Account.objects.filter(product=acme.product, traits__has_key="am.tier.number").count()
         == 200
     )
+
+
+def test_an_account_whose_prefixed_traits_are_already_these_is_not_written(acme):
+    traits = {"cloud-6": {"am.status": "active", "am.mrr": 20.0, "am.tier.number": 50}}
+    product_id = acme.product.id
+    first = account_prefixed_traits_replace(product_id=product_id, traits_by_tracking_id=traits)
+    before = Account.objects.get(product=acme.product, tracking_id="cloud-6")
+
+    # the same values (20 and 20.0 are one JSON number) in another order: nothing to write
+    same = {"cloud-6": {"am.tier.number": 50.0, "am.mrr": 20, "am.status": "active"}}
+    again = account_prefixed_traits_replace(product_id=product_id, traits_by_tracking_id=same)
+    kept = Account.objects.get(product=acme.product, tracking_id="cloud-6")
+    changed = account_prefixed_traits_replace(
+        product_id=acme.product.id,
+        traits_by_tracking_id={"cloud-6": {"am.status": "active", "am.mrr": 0.0}},
+    )
+    after = Account.objects.get(product=acme.product, tracking_id="cloud-6")
+
+    assert (first.changed, again.changed, changed.changed) == (1, 0, 1)
+    assert (kept.updated_at, kept.trait_times) == (before.updated_at, before.trait_times)
+    assert after.traits == {"am.status": "active", "am.mrr": 0.0}
+    assert after.updated_at > before.updated_at
+
+
+def test_without_create_missing_only_existing_accounts_are_written(acme):
+    AccountFactory(product=acme.product, tracking_id="cloud-7")
+    result = account_prefixed_traits_replace(
+        product_id=acme.product.id,
+        traits_by_tracking_id={"cloud-7": {"am.mrr": 5.0}, "erased": {"am.mrr": 9.0}},
+        create_missing=False,
+    )
+    assert (result.matched, result.created, result.changed) == (1, 0, 1)
+    assert Account.objects.get(product=acme.product, tracking_id="cloud-7").traits["am.mrr"] == 5
+    assert not Account.objects.filter(product=acme.product, tracking_id="erased").exists()

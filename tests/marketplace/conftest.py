@@ -19,6 +19,8 @@ VENDOR_ID = "1212"
 DEVELOPER_ID = "d0d0d0d0-0000-4000-8000-000000000001"
 PRODUCT_ID = "acd011b1-1111-45bc-902a-247046a11111"
 LICENSES_URL = f"{API}/reporting/developer-space/{DEVELOPER_ID}/licenses"
+TRANSACTIONS_URL = f"{API}/reporting/developer-space/{DEVELOPER_ID}/sales/transactions"
+FEEDBACK_URL = f"{API}/reporting/developer-space/{DEVELOPER_ID}/feedback/details"
 
 
 def cloud_license(cloud_id: str, **fields) -> dict:
@@ -91,9 +93,92 @@ def slept(monkeypatch) -> list[float]:
     return delays
 
 
+def report_page(key: str, records: list, next_href: str | None = None) -> dict:
+    """A page of transactions or feedback in the documented envelope."""
+    body = {"_links": {"self": {"href": f"/rest/3/reporting/{key}"}}, key: records}
+    if next_href:
+        body["_links"]["next"] = {"href": next_href}
+    return body
+
+
+def sale(
+    cloud_id: str | None,
+    sale_date: str,
+    sale_type: str,
+    vendor_amount: float,
+    *,
+    period: str = "Monthly",
+    start: str | None = None,
+    end: str | None = None,
+    line: str = "1",
+    **fields,
+) -> dict:
+    """A transaction line in the documented shape (contacts included, which must not be kept)."""
+    record = {
+        "transactionId": f"IN-{cloud_id}-{sale_date}-{sale_type}",
+        "transactionLineItemId": line,
+        "appEntitlementId": f"ent-{cloud_id}",
+        "appEntitlementNumber": f"E-{cloud_id}",
+        "addonKey": "com.example.timesheets",
+        "productId": PRODUCT_ID,
+        "lastUpdated": sale_date,
+        "paymentStatus": "Paid",
+        "customerDetails": {
+            "company": "Acme Corp",
+            "country": "Germany",
+            "technicalContact": {"email": "admin@acme.example", "name": "Ana Admin"},
+            "billingContact": {"email": "bill@acme.example", "name": "Bill Payer"},
+        },
+        "partnerDetails": {
+            "partnerName": "Partner Co",
+            "billingContact": {"email": "partner@partner.example", "name": "Pat Partner"},
+        },
+        "purchaseDetails": {
+            "saleDate": sale_date,
+            "saleType": sale_type,
+            "billingPeriod": period,
+            "licenseType": "COMMERCIAL",
+            "hosting": "Cloud",
+            "tier": "50 Users",
+            "purchasePrice": vendor_amount,
+            "vendorAmount": vendor_amount,
+            "maintenanceStartDate": start or sale_date,
+            "maintenanceEndDate": end or sale_date,
+        },
+    }
+    if cloud_id is not None:
+        record["cloudId"] = cloud_id
+    record.update(fields)
+    return record
+
+
+def uninstall(cloud_id: str | None, day: str, reason: str = "cost", **fields) -> dict:
+    record = {
+        "addonKey": "com.example.timesheets",
+        "productId": PRODUCT_ID,
+        "hosting": "Cloud",
+        "date": day,
+        "feedbackType": "uninstall",
+        "reasonKey": reason,
+        "reason": "Too expensive",
+        "message": "We moved to a spreadsheet, call me on +1 555 0100",
+        "email": "leaver@acme.example",
+        "fullName": "Lee Leaver",
+        "appEntitlementId": f"ent-{cloud_id}",
+    }
+    if cloud_id is not None:
+        record["cloudId"] = cloud_id
+    record.update(fields)
+    return record
+
+
 @pytest.fixture
 def mocked(slept):
+    """The marketplace faked with `responses`; transactions and feedback answer an empty page
+    until a test replaces them (`mocked.replace("GET", TRANSACTIONS_URL, json=...)`)."""
     with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+        rsps.get(TRANSACTIONS_URL, json=report_page("transactions", []))
+        rsps.get(FEEDBACK_URL, json=report_page("feedback", []))
         yield rsps
 
 

@@ -54,6 +54,7 @@ def test_documented_cloud_license_becomes_these_traits():
         "am.region": "EMEA",
         "am.evaluationOpportunitySize": 50,
         "am.daysToConvertEval": 2,
+        "am.convertedFromEvaluation": True,  # converted after 2 days, on 2026-04-12
         "am.attribution.channel": "Paid search",
     }
 

@@ -26,6 +26,7 @@ from marketplace.fake import FakeMarketplace
 from marketplace.models import SyncRun
 from tests.conftest import make_tenant
 from tests.marketplace.conftest import EMAIL, TOKEN, VENDOR_ID, connect
+from tests.processes import database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,11 +68,11 @@ def test_an_identify_is_applied_while_a_sync_waits_out_a_long_retry_after(post_j
     broker.flushdb()
     fake = FakeMarketplace(licenses=120, email=EMAIL, token=TOKEN, vendor_id=VENDOR_ID)
     base_url = fake.start()
-    fake.inject(429, retry_after=600)
+    fake.inject(429, retry_after=600, endpoint="transactions")  # the first list a run reads
     db = connection.settings_dict
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "DATABASE_URL": database_url(db),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "MARKETPLACE_API_URL": base_url,
     }
@@ -113,7 +114,7 @@ def test_an_identify_is_applied_while_a_sync_waits_out_a_long_retry_after(post_j
 
         # The sync still waits its turn, as a countdown: one request so far, nobody slept on it.
         assert SyncRun.objects.get(id=run.id).outcome == SyncRun.Outcome.RETRYING
-        assert sum("/licenses" in target for target in fake.requests) == 1
+        assert sum("/sales/transactions" in target for target in fake.requests) == 1
     finally:
         for worker in workers:
             if worker.poll() is None:

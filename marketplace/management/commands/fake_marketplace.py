@@ -20,9 +20,10 @@ def _accounts(values: list[str] | None) -> dict[str, str]:
 
 class Command(BaseCommand):
     help = (
-        "Serve a fake marketplace API (vendor lookup, app listing, license reporting) with "
-        "generated licenses, for trying the connection locally. Inject errors with "
-        "POST /_fake/inject?status=429&count=3&retry_after=1."
+        "Serve a fake marketplace API (vendor lookup, app listing, license, transaction and "
+        "feedback reporting) with generated data, for trying the connection locally. Inject "
+        "errors with POST /_fake/inject?status=429&count=3&retry_after=1 (add "
+        "&endpoint=transactions or feedback for those lists)."
     )
 
     def add_arguments(self, parser):
@@ -30,6 +31,12 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8765)
         parser.add_argument("--licenses", type=int, default=500, help="Licenses to generate.")
         parser.add_argument("--apps", type=int, default=3, help="Apps in the vendor's listing.")
+        parser.add_argument(
+            "--transactions",
+            type=int,
+            default=None,
+            help="Transaction lines to generate over the licenses (default: one per license).",
+        )
         parser.add_argument("--email", default="vendor@example.com")
         parser.add_argument("--token", default="fake-token")
         parser.add_argument("--vendor-id", default="12345")
@@ -53,6 +60,7 @@ class Command(BaseCommand):
             vendor_id=options["vendor_id"],
             seed=options["seed"],
             accounts=accounts,
+            transactions=options["transactions"],
         )
         server = fake.serve(options["host"], options["port"])
         app = fake.apps[0]
@@ -60,7 +68,8 @@ class Command(BaseCommand):
             f"Fake marketplace at {fake.base_url} (set MARKETPLACE_API_URL to it)\n"
             f"  email {fake.email}  token {fake.token}  vendor ID {fake.vendor_id}\n"
             f"  app {app['appName']} ({app['appKey']}), productId {app['productId']}, "
-            f"{len(fake.licenses)} licenses, among them the sites "
+            f"{len(fake.licenses)} licenses, {len(fake.transactions)} transactions, "
+            f"{len(fake.feedback)} feedback, among them the sites "
             + ", ".join(f"{cid} ({company})" for cid, company in accounts.items())
         )
         self.stdout.flush()

@@ -7,8 +7,10 @@ from django.core.management.base import BaseCommand, CommandError
 from engagement.models import Product
 from marketplace.services import (
     ConnectionDetailsError,
+    TokenDateError,
     connection_configure,
     connection_details_check,
+    token_set_on_parse,
 )
 
 CREDENTIAL_ENV_NAME = "MARKETPLACE_API_TOKEN"
@@ -38,6 +40,13 @@ class Command(BaseCommand):
         app.add_argument("--app-key", default="", help="The app's key, e.g. com.example.app.")
         app.add_argument("--app-name", default="", help="The app's name in the listing.")
         app.add_argument("--product-id", default="", help="The app's marketplace productId.")
+        parser.add_argument(
+            "--token-set-on",
+            default="",
+            metavar="YYYY-MM-DD",
+            help="The day the API token was created, when earlier than today (its age is "
+            "watched: Atlassian tokens expire within a year). Default: today.",
+        )
 
     def _token(self, options) -> str:
         if options["token"]:
@@ -54,6 +63,12 @@ class Command(BaseCommand):
         product_id = options["product"]
         if not Product.objects.filter(id=product_id).exists():
             raise CommandError(f"No product {product_id}.")
+        token_set_on = None
+        if options["token_set_on"]:
+            try:
+                token_set_on = token_set_on_parse(options["token_set_on"])
+            except TokenDateError as exc:
+                raise CommandError(f"--token-set-on: {exc}") from None
         options["token"] = self._token(options)
         if not options["token"]:
             raise CommandError(
@@ -83,8 +98,10 @@ class Command(BaseCommand):
             developer_id=resolved.developer_id,
             marketplace_product_id=resolved.product_id,
             app_name=resolved.app_name,
+            token_set_on=token_set_on,
         )
         self.stdout.write(
             f"Connected product {product_id} to {resolved.app_name} ({resolved.product_id}); "
-            f"state {connection.state}; the first sync has been queued."
+            f"state {connection.state}; token set on {connection.token_set_on.isoformat()}; "
+            "the first sync has been queued."
         )

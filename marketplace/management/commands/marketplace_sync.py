@@ -7,7 +7,7 @@ from marketplace.services import connection_sync_request
 class Command(BaseCommand):
     help = (
         "Start a full sync of a product's marketplace connection now (as the admin's \"Sync "
-        "now\"), unless one is already running. The sync runs on the marketplace worker; follow "
+        'now"), unless one is already running. The sync runs on the marketplace worker; follow '
         "it with marketplace_status."
     )
 
