@@ -47,9 +47,13 @@ test: $(BIN)/.installed ## Run the full test suite (real PostgreSQL, Redis, Rabb
 		$(BIN)/pytest -p no:cacheprovider -q --dist loadgroup $$($(test_workers)) \
 		-m "both_databases and not e2e and not postgresql"
 
-lint: $(BIN)/.installed ## ruff and Django's checks
+# mypy's settings and what they relax are in pyproject.toml ([tool.mypy]); its cache is
+# .mypy_cache/. The format check comes last, so a file to reformat hides no other finding.
+lint: $(BIN)/.installed ## ruff's lint, mypy over the apps, Django's checks, ruff's format check
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python manage.py check
+	$(BIN)/ruff format --check .
 
 bench: $(BIN)/.installed ## Run the benchmarks under bench/ and print their figures
 	$(BIN)/python bench/run.py $(BENCH)

@@ -84,7 +84,8 @@ class AutomationForm(forms.ModelForm):
         return None if hours is None else cooldown_seconds_of(hours)
 
     def clean(self):
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data  # what ModelForm.clean returns
         if self.instance.pk is None and not cleaned.get("receiver_url"):
             self.add_error("receiver_url", "A new automation needs a URL.")
             return cleaned
@@ -145,8 +146,13 @@ class _WorkspaceSettingsAdmin(_ManagedMixin, admin.ModelAdmin):
 
 class AttemptInline(admin.TabularInline):
     model = DeliveryAttempt
-    fields = ["attempted_at", "status_code", "latency_ms", "error", "response_excerpt"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "attempted_at",
+        "status_code",
+        "latency_ms",
+        "error",
+        "response_excerpt",
+    )
     extra = 0
     can_delete = False
 
@@ -227,7 +233,7 @@ class DeliveryAdmin(ObjectIdAdminMixin, _ManagedMixin, admin.ModelAdmin):
     list_display = ["id", "automation", "event_type", "status", "attempts", "created_at"]
     list_filter = ["status", "event_type"]
     ordering = ["-created_at", "-id"]  # newest first, as on the automation's page
-    fields = [
+    fields = readonly_fields = (
         "id",
         "automation",
         "event_type",
@@ -236,8 +242,7 @@ class DeliveryAdmin(ObjectIdAdminMixin, _ManagedMixin, admin.ModelAdmin):
         "created_at",
         "finished_at",
         "body",
-    ]
-    readonly_fields = fields
+    )
     inlines = [AttemptInline]
     actions = ["replay"]
 
@@ -283,7 +288,8 @@ class TraitSyncForm(forms.ModelForm):
         fields = ["workspace", "host", "interval_minutes", "prefix", "enabled"]
 
     def clean(self):
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data  # what ModelForm.clean returns
         faults = trait_sync_faults(
             host=cleaned.get("host"),
             write_key=cleaned.get("new_write_key") or self.instance.write_key or "",

@@ -227,7 +227,7 @@ def _addresses(host: str, port: int) -> list[Address]:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         raise DeliveryConnectionError(f"{host}: the name does not resolve ({exc})") from None
-    return [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
+    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
 
 
 def _checked_address(host: str, port: int) -> str:

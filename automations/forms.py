@@ -3,6 +3,8 @@ rule (automations.services.automation_faults), every fault at once."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from django import forms
 
 from automations import services
@@ -21,7 +23,7 @@ class ConditionsField(DocumentField):
 
     widget = forms.Textarea(attrs={"rows": 2})
 
-    def to_python(self, value: object) -> object:
+    def to_python(self, value: object) -> Any:
         converted = super().to_python(value)
         return [] if converted is None else converted
 
@@ -83,7 +85,8 @@ class AutomationForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.workspace = workspace
         self.automation = automation
-        self.fields["segment"].queryset = Segment.objects.filter(workspace=workspace)
+        segment = cast(forms.ModelChoiceField, self.fields["segment"])
+        segment.queryset = Segment.objects.filter(workspace=workspace)
         if automation is not None:  # the stored URL is never shown back: empty keeps it
             self.fields["url"].required = False
             self.fields["url"].help_text = "Stored encrypted; leave empty to keep the current one."
@@ -104,7 +107,7 @@ class AutomationForm(forms.Form):
         }
         return cls(data, workspace=automation.workspace, automation=automation, initial=initial)
 
-    def settings(self) -> dict[str, object]:
+    def settings(self) -> dict[str, Any]:
         """The service's settings from what the form read (a field it could not read is left
         out; an edit's empty URL keeps the stored one)."""
         values = {
@@ -120,7 +123,7 @@ class AutomationForm(forms.Form):
             values.pop("url", None)
         return values
 
-    def clean(self) -> dict:
+    def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
         values = self.settings()
         if self.automation is None:
@@ -144,10 +147,12 @@ class TraitSyncForm(forms.Form):
     host = forms.URLField(
         max_length=500,
         assume_scheme="https",
-        help_text="e.g. https://api.segment.io, or a RudderStack data plane."
+        help_text="e.g. https://api.segment.io, or a RudderStack data plane.",
     )
     write_key = forms.CharField(
         max_length=500, widget=forms.PasswordInput(render_value=False), label="Write key"
     )
     interval_minutes = forms.IntegerField(initial=60, min_value=1, max_value=7 * 24 * 60)
-    prefix = forms.CharField(initial="eds_", max_length=32)
+    # The form's metaclass pops declared fields off the class, so BaseForm.prefix (the HTML
+    # names' prefix) stays None; the stubs cannot see that.
+    prefix = forms.CharField(initial="eds_", max_length=32)  # type: ignore[assignment]

@@ -14,15 +14,16 @@ from datetime import datetime
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.db.models import QuerySet
 from django.urls import reverse
 
 from automations.models import Automation
 from engagement import bands
-from engagement.models import AccountScore, SegmentMember, UserScore
+from engagement.models import AccountScore, SegmentMember, User, UserScore
 from engagement.presentation import account_name, user_name
 
 # The event type's second half, by trigger (new subjects are "created").
-_EVENT = {
+_EVENT: dict[str, str] = {
     Automation.Trigger.SCORE_CHANGED: "score_changed",
     Automation.Trigger.BAND_ENTERED: "band_entered",
     Automation.Trigger.SEGMENT_ENTERED: "segment_entered",
@@ -64,10 +65,9 @@ def subject_links(*, kind: str, workspace_id: int, subject_id: int) -> dict[str,
     }
 
 
-def subjects_shown(
-    *, kind: str, workspace_id: int, subject_ids: list[int]
-) -> dict[int, dict]:
+def subjects_shown(*, kind: str, workspace_id: int, subject_ids: list[int]) -> dict[int, dict]:
     """The subjects as the read API shows them, by id (a bulk read: three queries)."""
+    rows: QuerySet[UserScore] | QuerySet[AccountScore]
     if kind == "user":
         rows = UserScore.objects.filter(workspace_id=workspace_id, user_id__in=subject_ids)
         rows = rows.select_related("user")
@@ -83,12 +83,15 @@ def subjects_shown(
         segments.setdefault(subject_id, []).append(name)
     shown = {}
     for row in rows:
-        person = row.user if kind == "user" else row.account
-        name = user_name(person.traits, person.email) if kind == "user" else None
+        person = row.user if isinstance(row, UserScore) else row.account
+        if isinstance(person, User):
+            name = user_name(person.traits, person.email)
+        else:
+            name = account_name(person.traits)
         shown[person.id] = {
             "id": person.id,
             "tracking_id": person.tracking_id,
-            "name": name if kind == "user" else account_name(person.traits),
+            "name": name,
             "engagement_score": row.engagement_score,
             "previous_score": row.previous_score,
             "score_change": row.score_change,
@@ -103,16 +106,14 @@ def trigger_shown(automation: Automation) -> dict:
     trigger: dict = {"type": automation.trigger}
     if automation.threshold is not None:
         trigger["threshold"] = automation.threshold
-    if automation.segment_id is not None:
-        trigger["segment"] = {"id": automation.segment_id, "name": automation.segment.name}
+    if automation.segment is not None:
+        trigger["segment"] = {"id": automation.segment.id, "name": automation.segment.name}
     if automation.days is not None:
         trigger["days"] = automation.days
     return trigger
 
 
-def body(
-    *, automation: Automation, event: str, subject: dict | None, timestamp: datetime
-) -> dict:
+def body(*, automation: Automation, event: str, subject: dict | None, timestamp: datetime) -> dict:
     workspace = automation.workspace
     data: dict = {"workspace": {"id": workspace.id, "name": workspace.name}}
     if subject is not None:
@@ -174,7 +175,9 @@ def what_happened(automation: Automation, subject: dict) -> str:
         return f"entered the {band_label(subject['engagement_score'])} band"
     if trigger in (Automation.Trigger.SEGMENT_ENTERED, Automation.Trigger.SEGMENT_LEFT):
         verb = "entered" if trigger == Automation.Trigger.SEGMENT_ENTERED else "left"
-        return f"{verb} the segment {automation.segment.name}"
+        segment = automation.segment
+        assert segment is not None  # a segment trigger always has its segment
+        return f"{verb} the segment {segment.name}"
     if trigger == Automation.Trigger.INACTIVE:
         return f"no event for {automation.days} days"
     return f"new {automation.subject_kind}"

@@ -4,6 +4,8 @@ components. A postprocessing hook (SPECTACULAR_SETTINGS), as the ingestion door'
 
 from __future__ import annotations
 
+from typing import Any
+
 from automations.models import Automation
 from automations.payloads import TEST_EVENT
 
@@ -24,7 +26,7 @@ _SUBJECT = {
         },
     },
 }
-_EVENT = {
+_EVENT: dict[str, Any] = {
     "type": "object",
     "required": ["type", "timestamp", "data"],
     "properties": {
@@ -91,7 +93,7 @@ _HEADERS = (
     "automation is switched off: its pending retries are then cancelled, and nothing more is "
     "sent."
 )
-_EVENTS = {
+_EVENTS: dict[str, tuple[str, dict[str, Any]]] = {
     "score_changed": ("score changed by the threshold or more, up or down", {"threshold": 10}),
     "band_entered": ("entered a score band (75+, 50-74, 25-49, under 25)", {"threshold": 75}),
     "segment_entered": ("joined a segment", {"segment": {"id": 4, "name": "Enterprise"}}),

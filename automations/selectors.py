@@ -88,6 +88,4 @@ class TraitSyncShown:
 
 def trait_sync_list(*, workspace_id: int) -> list[TraitSyncShown]:
     syncs = list(TraitSync.objects.filter(workspace_id=workspace_id).order_by("id"))
-    return [
-        TraitSyncShown(sync, sync.runs.order_by("-started_at").first()) for sync in syncs
-    ]
+    return [TraitSyncShown(sync, sync.runs.order_by("-started_at").first()) for sync in syncs]

@@ -78,12 +78,13 @@ def _days_fault(trigger: str, days: object) -> str | None:
 def _segment_fault(automation: Automation) -> str | None:
     if automation.trigger not in _SEGMENT_TRIGGERS:
         return None
-    if automation.segment_id is None:
+    segment = automation.segment
+    if segment is None:
         return f"{automation.trigger} needs a segment of the workspace"
-    if automation.segment.workspace_id != automation.workspace_id:
+    if segment.workspace_id != automation.workspace_id:
         return "the segment belongs to another workspace"
-    if automation.segment.target != automation.target:
-        return f"the segment holds {automation.segment.target}, not the target"
+    if segment.target != automation.target:
+        return f"the segment holds {segment.target}, not the target"
     return None
 
 
@@ -216,7 +217,7 @@ def default_name(
 
 def automation_new(
     *,
-    workspace: Workspace,
+    workspace: Workspace | None,  # None: the admin's form, its workspace not read
     trigger: str,
     url: str,
     name: str = "",
@@ -417,9 +418,9 @@ def _fire(entered: list[tuple[Automation, list[int]]], now: datetime) -> int:
     workspace_id = due[0][0].workspace_id
     shown: dict[str, dict[int, dict]] = {}
     for kind in sorted({automation.subject_kind for automation, _ in due}):
-        subject_ids = {sid for a, ids in due if a.subject_kind == kind for sid in ids}
+        of_kind_ids = {sid for a, ids in due if a.subject_kind == kind for sid in ids}
         shown[kind] = payloads.subjects_shown(
-            kind=kind, workspace_id=workspace_id, subject_ids=sorted(subject_ids)
+            kind=kind, workspace_id=workspace_id, subject_ids=sorted(of_kind_ids)
         )
     most = settings.AUTOMATION_MAX_PER_REFRESH
     made: list[DeliveryToMake] = []

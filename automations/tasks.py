@@ -12,7 +12,7 @@ def delivery_attempt(delivery_id: str) -> None:
     sweep sends it should that task be lost)."""
     delay = delivery.delivery_attempt(delivery_id=delivery_id)
     if delay is not None:
-        delivery_attempt.apply_async(args=[delivery_id], countdown=delay)
+        delivery_attempt.apply_async(args=(delivery_id,), countdown=delay)
 
 
 @shared_task(ignore_result=True, expires=30)

@@ -108,8 +108,10 @@ def _segment_changed(automation: Automation, now: datetime) -> list[int]:
         else SegmentMembershipChange.Change.LEFT
     )
     column = f"{automation.subject_kind}_id"
+    segment_id = automation.segment_id
+    assert segment_id is not None  # a segment trigger always has its segment
     changed = SegmentMembershipChange.objects.filter(
-        segment_id=automation.segment_id, change=change, at=now
+        segment_id=segment_id, change=change, at=now
     ).values_list(column, flat=True)
     return _matching_conditions(automation, [sid for sid in changed if sid], now)
 

@@ -1,14 +1,13 @@
 """The dashboard's automation pages: the list, one automation with its deliveries, and the
 manager's actions (create, test, replay, rotate, switch on and off). They extend the dashboard's
-layout; the workspace is the signed-in user's or 404, as on every dashboard page."""
+layout and derive from the dashboard's base of workspace pages (engagement.scoping.WorkspaceView):
+the workspace is the signed-in user's or 404, as on every dashboard page."""
 
 from __future__ import annotations
 
-from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
-from django.views import View
+from django.shortcuts import redirect
 
 from automations import delivery as deliveries
 from automations import selectors, services, trait_sync
@@ -24,22 +23,16 @@ from automations.ids import is_delivery_id
 from automations.models import Automation, Delivery
 from automations.tasks import trait_sync_run as trait_sync_run_task
 from engagement.input_rules import posted_id
-from engagement.memberships import product_role, workspace_visible_to, workspaces_visible_to
 from engagement.models import ProductMembership
+from engagement.scoping import WorkspaceView
 
 # The session key that holds a new secret until its page has shown it once.
 _SHOWN_ONCE = "automation-secret-{}"
 
 
-class _AutomationPage(LoginRequiredMixin, View):
-    def dispatch(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return self.handle_no_permission()
-        self.workspace = workspace_visible_to(request.user, kwargs.pop("workspace_id"))
-        if self.workspace is None:
-            raise Http404("No such workspace.")
-        self.role = product_role(request.user, self.workspace.product_id)
-        return super().dispatch(request, *args, **kwargs)
+class _AutomationPage(WorkspaceView):
+    """An automations page: a dashboard workspace page (engagement.scoping.WorkspaceView) whose
+    changes are the product managers'."""
 
     @property
     def manages(self) -> bool:
@@ -55,16 +48,8 @@ class _AutomationPage(LoginRequiredMixin, View):
             raise Http404("No such automation.")
         return found
 
-    def render(self, template: str, context: dict, status: int = 200) -> HttpResponse:
-        base = {
-            "workspace": self.workspace,
-            "product": self.workspace.product,
-            "workspaces": workspaces_visible_to(self.request.user),
-            "role": self.role,
-            "manages": self.manages,
-            "section": "automations",
-        }
-        return render(self.request, template, {**base, **context}, status=status)
+    def base_context(self) -> dict:
+        return {**super().base_context(), "manages": self.manages, "section": "automations"}
 
 
 class AutomationListView(_AutomationPage):
@@ -78,13 +63,13 @@ class AutomationListView(_AutomationPage):
         form = form or AutomationForm(workspace=self.workspace)
         rows = selectors.automation_list(workspace_id=self.workspace.id)
         return self.render(
-            "automations/list.html",
             {
                 "rows": rows,
                 "form": form,
                 "syncs": selectors.trait_sync_list(workspace_id=self.workspace.id),
                 "sync_form": sync_form or TraitSyncForm(),
             },
+            "automations/list.html",
             status=status,
         )
 
@@ -111,7 +96,6 @@ class AutomationListView(_AutomationPage):
             request.session[_SHOWN_ONCE.format(automation.id)] = automation.secret
         return redirect("automations:detail", self.workspace.id, automation.id)
 
-
     def _sync_create(self, request: HttpRequest) -> HttpResponse:
         sync_form = TraitSyncForm(request.POST)
         if sync_form.is_valid():
@@ -136,7 +120,6 @@ class AutomationDetailView(_AutomationPage):
         automation = self.automation(automation_id)
         secret = request.session.pop(_SHOWN_ONCE.format(automation.id), None)
         return self.render(
-            "automations/detail.html",
             {
                 "automation": automation,
                 "new_secret": secret,
@@ -145,6 +128,7 @@ class AutomationDetailView(_AutomationPage):
                 "edit_form": edit_form or AutomationForm.editing(automation),
                 "switch_on_faults": switch_on_faults or [],
             },
+            "automations/detail.html",
             status=status,
         )
 
@@ -217,11 +201,11 @@ class DeliveryView(_AutomationPage):
         if found is None:
             raise Http404("No such delivery.")
         return self.render(
-            "automations/delivery.html",
             {
                 "automation": automation,
                 "delivery": found,
                 "attempts": selectors.delivery_attempts(delivery=found),
                 "body": delivery_body_shown(found),
             },
+            "automations/delivery.html",
         )

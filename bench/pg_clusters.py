@@ -115,8 +115,18 @@ class Cluster:
         self.stop()
         shutil.rmtree(self.directory)
         _run(
-            str(_bin_dir() / "pg_basebackup"), "-h", "127.0.0.1", "-U", "postgres",
-            "-p", str(primary.port), "-D", str(self.directory), "-R", "-c", "fast",
+            str(_bin_dir() / "pg_basebackup"),
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-p",
+            str(primary.port),
+            "-D",
+            str(self.directory),
+            "-R",
+            "-c",
+            "fast",
         )
         self.settings = dict(settings or {})
         self.start()

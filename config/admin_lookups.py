@@ -41,7 +41,9 @@ class ObjectIdAdminMixin:
     object that does not exist (the admin's "doesn't exist" message), on the change, delete and
     history pages alike (they all look the object up through `get_object`)."""
 
-    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None):
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> models.Model | None:
         model = self.model  # type: ignore[attr-defined]
         field = None if from_field is None else model._meta.get_field(from_field)
         if not is_object_id(model, object_id, field):

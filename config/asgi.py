@@ -16,4 +16,6 @@ django_application = get_asgi_application()  # sets Django up before the ingesti
 
 from ingestion.asgi import IngestionFrontDoor  # noqa: E402
 
-application = IngestionFrontDoor(django_application)
+# django-stubs type ASGIHandler's scope as a dict and its messages as Mapping, narrower than the
+# ASGI mutable mappings the door passes on.
+application = IngestionFrontDoor(django_application)  # type: ignore[arg-type]

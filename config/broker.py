@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import uuid
 from time import monotonic
+from typing import Any
 
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
@@ -21,7 +22,9 @@ from kombu.utils.json import dumps
 
 
 class Channel(filesystem.Channel):
-    def _put(self, queue, payload, **kwargs) -> None:
+    # kombu-stubs name the message `message` in AbstractChannel and `payload` in
+    # filesystem.Channel; kombu passes it by position.
+    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]
         """Put `payload` onto `queue`: written under a hidden name, then renamed to the name the
         consumer looks for (kombu's `<ms>_<uuid>.<queue>.msg`)."""
         name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"

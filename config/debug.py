@@ -5,9 +5,10 @@ an API token typed into a form. This one hides what `sensitive_variables` and
 `sensitive_post_parameters` mark (and settings named like secrets) whatever DEBUG says.
 """
 
+from django.http import HttpRequest
 from django.views.debug import SafeExceptionReporterFilter
 
 
 class AlwaysSafeExceptionReporterFilter(SafeExceptionReporterFilter):
-    def is_active(self, request) -> bool:
+    def is_active(self, request: HttpRequest | None) -> bool:
         return True

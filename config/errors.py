@@ -14,6 +14,7 @@ import logging
 import re
 from collections.abc import Callable
 from functools import wraps
+from typing import Any
 
 from django.core.exceptions import DisallowedHost
 from django.db import connections
@@ -80,7 +81,7 @@ def _as_a_request(handler: Callable[..., HttpResponse]) -> Callable[..., HttpRes
     still out of reach, the answer is the 503 with Retry-After, not a 500."""
 
     @wraps(handler)
-    def answer(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+    def answer(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         _release_connections()
         try:
             try:

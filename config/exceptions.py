@@ -57,7 +57,7 @@ def _flatten_fields(detail: Any) -> dict[str, list[str]]:
     return {}
 
 
-def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+def api_exception_handler(exc: Exception, context: dict) -> HttpResponse | None:
     if isinstance(exc, DEPENDENCY_DOWN):
         # The reason (host, port, driver text) goes to the log only.
         logger.warning("API answered 503: a dependency is down", exc_info=exc)
@@ -81,7 +81,10 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
         body = error_body(str(code), str(exc.detail))
     else:  # pragma: no cover - exception_handler only answers for APIException and Http404
         body = error_body("error", str(exc))
-    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
-        body["message"] = f"Too many requests; retry in {int(exc.wait) + 1} seconds."
+    if isinstance(exc, exceptions.Throttled):
+        # Throttled sets `wait` in its __init__; djangorestframework-stubs 3.18.1 leave it out.
+        wait = exc.wait  # type: ignore[attr-defined]
+        if wait is not None:
+            body["message"] = f"Too many requests; retry in {int(wait) + 1} seconds."
     response.data = body
     return response

@@ -7,7 +7,7 @@ to the log, never to whoever can reach the endpoint. 503 with Retry-After when o
 import logging
 
 from django.db import connection
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from config.api_errors import service_unavailable
 from config.celery import app as celery_app
@@ -36,7 +36,7 @@ def _broker_ok() -> bool:
         return False
 
 
-def healthz(request) -> HttpResponse:
+def healthz(request: HttpRequest) -> HttpResponse:
     database_ok = _database_ok()
     broker_ok = _broker_ok()
     healthy = database_ok and broker_ok

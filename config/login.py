@@ -7,6 +7,8 @@ PostgreSQL. Here the limit is validated like any other field's, so a too-long us
 form error and never reaches axes.
 """
 
+from typing import Any
+
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.validators import MaxLengthValidator
@@ -18,7 +20,9 @@ AXES_TEXT_LIMIT = 255
 
 
 class _BoundedUsername:
-    def __init__(self, *args, **kwargs) -> None:
+    fields: dict[str, Any]  # the form's, from the AuthenticationForm it is mixed into
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         field = self.fields["username"]
         field.validators.append(MaxLengthValidator(field.max_length))

@@ -17,6 +17,8 @@ class ErrorSerializer(serializers.Serializer):
 
     code = serializers.CharField()
     message = serializers.CharField()
-    fields = serializers.DictField(
+    # The serializer's metaclass pops declared fields off the class, so Serializer.fields (the
+    # bound fields) stays; the stubs cannot see that.
+    fields = serializers.DictField(  # type: ignore[assignment]
         child=serializers.ListField(child=serializers.CharField()), required=False
     )

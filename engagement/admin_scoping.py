@@ -35,10 +35,10 @@ class ManagedProductRowsMixin:
         return request.user.has_perm(f"{opts.app_label}.{action}_{opts.model_name}")
 
     def _manages_any(self, request: HttpRequest) -> bool:
-        cached = getattr(request, "_manages_products", None)
-        if cached is None:
-            cached = request._manages_products = self.managed_products(request).exists()
-        return cached
+        per_request = vars(request)  # the answer, kept for the rest of this request
+        if "_manages_products" not in per_request:
+            per_request["_manages_products"] = self.managed_products(request).exists()
+        return per_request["_manages_products"]
 
     def _manager_may(self, request: HttpRequest, action: str, obj=None) -> bool:
         if action != "view" and action not in self.managers_may:

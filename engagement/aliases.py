@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from engagement.bulk import execute
 from engagement.dependents import dependents_delete
-from engagement.event_store import backfill_before
+from engagement.event_store import backfill_before, rollups_merge
 from engagement.models import (
     Event,
     EventActivity,
@@ -118,17 +118,10 @@ def alias_apply(
 
 
 # The previous user's rollups, added to the target's rows of the same event, day and account.
-_ROLLUPS_MERGE = """
-    INSERT INTO engagement_eventrollup
-        (product_id, user_id, account_id, account_key, event_name, day, count, last_at, updated_at)
-    SELECT product_id, %s, account_id, account_key, event_name, day, count, last_at, %s
-    FROM engagement_eventrollup WHERE product_id = %s AND user_id = %s
-    ON CONFLICT (product_id, user_id, event_name, day, account_key) DO UPDATE SET
-        count = engagement_eventrollup.count + excluded.count,
-        last_at = CASE WHEN excluded.last_at > engagement_eventrollup.last_at
-                       THEN excluded.last_at ELSE engagement_eventrollup.last_at END,
-        updated_at = excluded.updated_at"""
-
+_ROLLUPS_MERGE = rollups_merge(
+    """SELECT product_id, %s, account_id, account_key, event_name, day, count, last_at, %s
+    FROM engagement_eventrollup WHERE product_id = %s AND user_id = %s"""
+)
 
 
 def _events_move(product_id: int, previous_id: int, target_id: int, now: datetime) -> set[int]:
@@ -138,7 +131,7 @@ def _events_move(product_id: int, previous_id: int, target_id: int, now: datetim
     days = rollups.aggregate(first=Min("day"), last=Max("day"))
     if days["first"] is None:
         return set()
-    accounts = set(rollups.exclude(account_id=None).values_list("account_id", flat=True))
+    accounts = set(rollups.exclude(account_id__isnull=True).values_list("account_id", flat=True))
     adapt = connection.ops.adapt_datetimefield_value
     start = datetime.combine(days["first"], time.min, tzinfo=UTC)
     end = datetime.combine(days["last"], time.min, tzinfo=UTC) + timedelta(days=1)
@@ -180,9 +173,7 @@ def _links_move(previous_id: int, target_id: int) -> set[int]:
 def _history_move(previous_id: int, target_id: int) -> None:
     """The previous user's daily scores onto the target where it has none for that day (the
     days both have are recomputed by the history's backfill)."""
-    taken = set(
-        UserScoreDay.objects.filter(user_id=target_id).values_list("workspace_id", "day")
-    )
+    taken = set(UserScoreDay.objects.filter(user_id=target_id).values_list("workspace_id", "day"))
     moved = [
         UserScoreDay(
             user_id=target_id,

@@ -57,5 +57,5 @@ def is_cold(change: int | None) -> bool:
 
 
 def heat(change: int | None) -> str:
-    """"hot", "cold" or "" for a score change."""
+    """ "hot", "cold" or "" for a score change."""
     return "hot" if is_hot(change) else "cold" if is_cold(change) else ""

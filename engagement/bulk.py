@@ -10,15 +10,22 @@ multi-row VALUES list on SQLite. The statements around that subquery are the sam
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 from django.db import connection, models
 
 from engagement.backends import database_backend
 
 
+def _field(model: type[models.Model], name: str) -> models.Field:
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field) or field.column is None:
+        raise ValueError(f"{model.__name__}.{name} is not a column")
+    return field
+
+
 def _fields(model: type[models.Model], columns: Sequence[str]) -> list[models.Field]:
-    return [model._meta.get_field(name) for name in columns]
+    return [_field(model, name) for name in columns]
 
 
 def _chunks(rows: Sequence, size: int) -> Iterable[Sequence]:
@@ -37,7 +44,7 @@ def _sources(
 
 
 def _quote(model: type[models.Model], name: str) -> str:
-    return connection.ops.quote_name(model._meta.get_field(name).column)
+    return connection.ops.quote_name(str(_field(model, name).column))
 
 
 def _insert(model, columns, rows, conflict_clause: str) -> None:
@@ -113,7 +120,7 @@ def select_in(
     columns: Sequence[str],
     *,
     product_id: int,
-    tracking_ids: Sequence[str],
+    tracking_ids: Collection[str],
     lock: bool,
 ) -> list[tuple]:
     """Rows of one product by tracking id, in id order; locked FOR UPDATE when `lock` (in id

@@ -4,6 +4,8 @@ by day, so the ORM never scans them)."""
 
 from __future__ import annotations
 
+from django.db.models import ForeignObjectRel
+
 from engagement.models import Account, User
 
 # What the receipt calls the rows of each model that refers to a user or an account; any other
@@ -25,7 +27,8 @@ def dependents_delete(target: User | Account, handled: tuple[type, ...]) -> dict
     counts: dict[str, int] = {}
     # Hidden relations too (related_name="+"): score history and segment changes are such.
     for relation in type(target)._meta.get_fields(include_hidden=True):
-        if not relation.auto_created or relation.concrete or not relation.is_relation:
+        # The relations other models hold to the target (auto-created, not concrete).
+        if not isinstance(relation, ForeignObjectRel):
             continue
         model = relation.related_model
         if model in handled:
@@ -36,6 +39,7 @@ def dependents_delete(target: User | Account, handled: tuple[type, ...]) -> dict
             )
             continue
         deleted = model._base_manager.filter(**{relation.field.attname: target.id}).delete()[0]
-        name = _COUNT_NAMES.get(model._meta.model_name, model._meta.model_name)
+        model_name = str(model._meta.model_name)  # None only for an abstract model
+        name = _COUNT_NAMES.get(model_name, model_name)
         counts[name] = counts.get(name, 0) + deleted
     return counts

@@ -24,6 +24,7 @@ from django.utils.crypto import salted_hmac
 from engagement.bulk import execute
 from engagement.dependents import dependents_delete
 from engagement.erasure_hooks import ErasureStage, ErasureTarget, erasure_hooks_run
+from engagement.event_store import rollups_merge
 from engagement.models import (
     Account,
     Erasure,
@@ -291,7 +292,7 @@ def _erase(erasure: Erasure) -> dict[str, int]:
     if _erasure_target(erasure, target) != who:  # its email changed while this one waited
         who = _erasure_target(erasure, target)
         _counts_add(counts, erasure_hooks_run(who, ErasureStage.BEFORE_TARGET))
-    if erasure.kind == Erasure.Kind.USER:
+    if isinstance(target, User):  # the erasure's kind chose the model
         _counts_add(counts, _user_erase(target))
     else:
         _counts_add(counts, _account_erase(target))
@@ -308,9 +309,7 @@ def _merged_ids(kind: str, target: User | Account) -> list[str]:
     """The tracking ids aliases merged into a user (an account has none)."""
     if kind != Erasure.Kind.USER:
         return []
-    return sorted(
-        UserAlias.objects.filter(user_id=target.id).values_list("previous_id", flat=True)
-    )
+    return sorted(UserAlias.objects.filter(user_id=target.id).values_list("previous_id", flat=True))
 
 
 def _erasure_target(erasure: Erasure, target: User | Account) -> ErasureTarget:
@@ -325,7 +324,6 @@ def _erasure_target(erasure: Erasure, target: User | Account) -> ErasureTarget:
 def _counts_add(counts: dict[str, int], more: dict[str, int]) -> None:
     for name, removed in more.items():
         counts[name] = counts.get(name, 0) + removed
-
 
 
 def _dt(value: datetime) -> object:
@@ -371,16 +369,10 @@ def _user_erase(user: User) -> dict[str, int]:
 
 # A user's rollups with the erased account become rollups without an account, added to any
 # such row of theirs for the same event and day (the user's own score keeps their events).
-_ROLLUPS_UNLINK = """
-    INSERT INTO engagement_eventrollup
-        (product_id, user_id, account_id, account_key, event_name, day, count, last_at, updated_at)
-    SELECT product_id, user_id, NULL, 0, event_name, day, count, last_at, %s
-    FROM engagement_eventrollup WHERE product_id = %s AND account_id = %s
-    ON CONFLICT (product_id, user_id, event_name, day, account_key) DO UPDATE SET
-        count = engagement_eventrollup.count + excluded.count,
-        last_at = CASE WHEN excluded.last_at > engagement_eventrollup.last_at
-                       THEN excluded.last_at ELSE engagement_eventrollup.last_at END,
-        updated_at = excluded.updated_at"""
+_ROLLUPS_UNLINK = rollups_merge(
+    """SELECT product_id, user_id, NULL, 0, event_name, day, count, last_at, %s
+    FROM engagement_eventrollup WHERE product_id = %s AND account_id = %s"""
+)
 
 
 def _account_erase(account: Account) -> dict[str, int]:

@@ -3,6 +3,7 @@ and the suppressions, which an admin lifts by deleting them."""
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
 from engagement.erasure import erasure_request, suppression_lift
@@ -15,7 +16,7 @@ class EraseForm(forms.Form):
     )
 
 
-class ErasureActionMixin:
+class ErasureActionMixin(admin.ModelAdmin):
     """Adds "Erase selected ..." to a User or Account admin."""
 
     erasure_kind: str
@@ -42,7 +43,7 @@ class ErasureActionMixin:
             "targets": queryset,
             "form": EraseForm(),
             "opts": self.model._meta,
-            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         }
         return TemplateResponse(request, "admin/engagement/erase_confirmation.html", context)
 

@@ -73,6 +73,27 @@ class StoredEvents:
     account_ids: frozenset[int] = frozenset()
 
 
+# A rollup row added to the stored row of its key: the counts add up, the later time stays.
+# Every write that adds to the rollups (events stored, an alias merged, an erased account's
+# rollups unlinked) merges by these assignments, on both databases.
+ROLLUP_ADDED = """count = engagement_eventrollup.count + excluded.count,
+        last_at = CASE WHEN excluded.last_at > engagement_eventrollup.last_at
+                       THEN excluded.last_at ELSE engagement_eventrollup.last_at END,
+        updated_at = excluded.updated_at"""
+
+
+def rollups_merge(select: str) -> str:
+    """An INSERT of `select`'s rows (product_id, user_id, account_id, account_key, event_name,
+    day, count, last_at, updated_at) into the daily rollups, each added to the stored row of
+    its key (ROLLUP_ADDED)."""
+    return f"""
+    INSERT INTO engagement_eventrollup
+        (product_id, user_id, account_id, account_key, event_name, day, count, last_at, updated_at)
+    {select}
+    ON CONFLICT (product_id, user_id, event_name, day, account_key) DO UPDATE SET
+        {ROLLUP_ADDED}"""
+
+
 def events_store(*, product_id: int, staged: StagedTrackIds) -> StoredEvents:
     """Store the staged tracks (see track_staging) as events, whose users and accounts `staged`
     maps to ids (staged_events_select): the raw rows, their rollups, the day's tallies, the

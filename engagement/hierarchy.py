@@ -95,8 +95,7 @@ def account_parents_apply(
         parent = wanted[child]
         if parents.get(child) == parent:
             continue
-        reason = _refusal(parents, child, parent) if parent is not None else None
-        if reason is not None:
+        if parent is not None and (reason := _refusal(parents, child, parent)) is not None:
             refused.append(RefusedParent(names[child], names[parent], reason, sources[child]))
             continue
         if parent is None:
@@ -112,7 +111,9 @@ def account_parents_apply(
     return refused
 
 
-def _refusal(parents: dict[int, int], child: int, parent: int) -> str | None:
+def _refusal(
+    parents: dict[int, int], child: int, parent: int
+) -> Literal["cycle", "too_deep"] | None:
     """Why `child` may not go under `parent`, given every other link, or None."""
     above = list(_chain_up(parents, parent))
     if child in above:

@@ -396,14 +396,15 @@ def _days_to_build(
 ) -> tuple[datetime.date, datetime.date | None]:
     """The first day to build and, for a backfill, the last day that already holds points to
     compare with (None: every point is new). A rebuild starts over from the horizon."""
-    if rebuild:
+    built_through = state.built_through
+    if rebuild or built_through is None:  # never built: _needs_rebuild says rebuild
         _delete_points(workspace_id=state.workspace_id)
         state.built_from = horizon
         return horizon, None
-    first = state.built_through + datetime.timedelta(days=1)
+    first = built_through + datetime.timedelta(days=1)
     backfilled = min(noted, default=None)
     if backfilled is not None and backfilled < first:
-        return max(backfilled, state.built_from or horizon), state.built_through
+        return max(backfilled, state.built_from or horizon), built_through
     return first, None
 
 
@@ -442,7 +443,8 @@ def _delete_points(
     before_day: datetime.date | None = None,
 ) -> None:
     """Delete the workspace's stored points: all, or those before a day."""
-    where, params = "workspace_id = %s", [workspace_id]
+    where = "workspace_id = %s"
+    params: list[int | str | None] = [workspace_id]
     if before_day is not None:
         where += " AND day < %s"
         params.append(connection.ops.adapt_datefield_value(before_day))

@@ -38,7 +38,6 @@ from django.conf import settings
 from django.db import connection
 
 from engagement.backends import database_backend
-from engagement.history_percentiles import day_percentiles
 from engagement.history_recompute import (
     KINDS,
     day_table_columns,
@@ -152,7 +151,7 @@ class HistoryBuilder(WorkspaceRun):
         try:
             side.prepare()
             side.raw_scores(with_accounts=True)
-            day_percentiles(side)
+            side.day_percentiles()
             side.temp(_ACCOUNT_ROWS, _ACCOUNT_ROW_COLUMNS)
             side.run(f"INSERT INTO {_ACCOUNT_ROWS} {side.account_rows()}")
             return rows_copied(side, _ACCOUNT_ROWS)
@@ -271,8 +270,16 @@ class HistoryBuilder(WorkspaceRun):
 
     # --- storing the points -----------------------------------------------------------------
 
+    def day_percentiles(self) -> None:
+        """Each day's p90 of the non-zero raw scores in eds_h_user_day (it holds only those),
+        into eds_h_p90: the normaliser of that day's scores, the same percentile as the live
+        scoring's (`percentile_90`; on PostgreSQL read off each day's histogram of raw scores,
+        DatabaseBackend.history_day_percentiles)."""
+        self.temp("eds_h_p90", f"day DATE PRIMARY KEY, p90 {self.sql.float}")
+        self.backend.history_day_percentiles(self)
+
     def store_users(self) -> int:
-        day_percentiles(self)
+        self.day_percentiles()
         points = f"""
             SELECT u.user_id, u.day, {self.sql.score("u.raw", "p.p90")} AS score, u.raw
             FROM eds_h_user_day u JOIN eds_h_p90 p ON p.day = u.day

@@ -72,50 +72,27 @@ def _sum_changes(builder: HistoryBuilder, kinds: tuple[str, ...]) -> None:
         """
     for kind in kinds:
         builder.temp(f"eds_h_{kind}_change", f"{kind}_id BIGINT, k INTEGER, points BIGINT")
-    if builder.sql.postgres and kinds == KINDS:
-        source = f"({changes})"
-        if builder.single_day:
-            # The daily step: every row is a change of day 0, so a user's rows of the whole
-            # window (ten on average) are summed into one per account they went to before
-            # the two groupings; the grouping sets over every rollup row hashed each row into
-            # both and took 16.1-18.2 s, this 13.2-14.1 s (docs/benchmarks.md, 2026-11-26 late
-            # night). Over a longer range the pairs are nearly as many as the rows (a change
-            # per day in the range, and the exits): no faster there.
-            source = f"""(
-                SELECT x.user_id, x.account_id, x.k,
-                    SUM(x.user_points) AS user_points, SUM(x.account_points) AS account_points
-                FROM {source} x
-                GROUP BY x.user_id, x.account_id, x.k
-            )"""
+    # Users and accounts from one pass over the rollups (grouping sets) on PostgreSQL, a pass
+    # for each on SQLite (DatabaseBackend.history_changes_sum).
+    builder.backend.history_changes_sum(builder, changes, kinds, extra)
+    builder.analyze("eds_h_day", *(f"eds_h_{kind}_change" for kind in kinds))
+
+
+def changes_sum_each(
+    builder: HistoryBuilder, changes: str, kinds: tuple[str, ...], extra: dict
+) -> None:
+    """eds_h_<kind>_change of each of `kinds` from `changes` (_sum_changes), one pass over the
+    rollups for each kind."""
+    for kind in kinds:
+        where = "WHERE x.account_id IS NOT NULL" if kind == "account" else ""
         builder.run(
             f"""
-            WITH sums AS (
-                SELECT GROUPING(x.account_id) AS of_user, x.user_id, x.account_id, x.k,
-                    SUM(x.user_points) AS user_points, SUM(x.account_points) AS account_points
-                FROM {source} x
-                GROUP BY GROUPING SETS ((x.user_id, x.k), (x.account_id, x.k))
-            ), users AS (
-                INSERT INTO eds_h_user_change (user_id, k, points)
-                SELECT user_id, k, user_points FROM sums WHERE of_user = 1
-            )
-            INSERT INTO eds_h_account_change (account_id, k, points)
-            SELECT account_id, k, account_points FROM sums
-            WHERE of_user = 0 AND account_id IS NOT NULL
+            INSERT INTO eds_h_{kind}_change ({kind}_id, k, points)
+            SELECT x.{kind}_id, x.k, SUM(x.{kind}_points) FROM ({changes}) x {where}
+            GROUP BY x.{kind}_id, x.k
             """,
             extra,
         )
-    else:
-        for kind in kinds:
-            where = "WHERE x.account_id IS NOT NULL" if kind == "account" else ""
-            builder.run(
-                f"""
-                INSERT INTO eds_h_{kind}_change ({kind}_id, k, points)
-                SELECT x.{kind}_id, x.k, SUM(x.{kind}_points) FROM ({changes}) x {where}
-                GROUP BY x.{kind}_id, x.k
-                """,
-                extra,
-            )
-    builder.analyze("eds_h_day", *(f"eds_h_{kind}_change" for kind in kinds))
 
 
 def day_table_columns(kind: str) -> str:

@@ -31,16 +31,9 @@ def raw_by_day(builder: HistoryBuilder, kind: str, points: str) -> None:
     """
     out = f"eds_h_{kind}_day"
     builder.temp(out, f"{kind}_id BIGINT, day DATE, raw BIGINT")
-    stretches = _stretches_sql(builder, kind, points)
-    if not builder.sql.postgres:
-        _spread_stretches_by_join(builder, kind, stretches)
-    else:
-        # The users' points are grouped in user and day order (one sort of the rollups)
-        # and reach the window functions in that order. Hashed (the planner's pick from its
-        # estimate of a few hundred thousand groups for nine million), they spilled to disk
-        # and were sorted again (docs/benchmarks.md).
-        with builder.hash_aggregation(allowed=False):
-            _spread_stretches_by_series(builder, kind, stretches)
+    # Each stretch spread over its days: by generate_series on PostgreSQL, by a join with the
+    # days on SQLite (DatabaseBackend.history_stretches_spread).
+    builder.backend.history_stretches_spread(builder, kind, _stretches_sql(builder, kind, points))
     builder.analyze(out)
 
 
@@ -81,71 +74,3 @@ def _stretches_sql(builder: HistoryBuilder, kind: str, points: str) -> str:
             FROM {points}
         ) w
     """
-
-
-def _clipped_days(builder: HistoryBuilder, raw: str, start: str, stop: str) -> str:
-    """SQL for how many days of a stretch (day numbers `start` to `stop`, `stop` excluded)
-    fall within first..last; 0 when its raw score (`raw`) is not above 0."""
-    span = (builder.last - builder.first).days
-    return (
-        f"CASE WHEN {raw} > 0 THEN "
-        f"GREATEST(LEAST({stop}, {span + 1}) - GREATEST({start}, 0), 0) ELSE 0 END"
-    )
-
-
-def _spread_stretches_by_series(builder: HistoryBuilder, kind: str, stretches: str) -> None:
-    """PostgreSQL: eds_h_<kind>_day from the stretches."""
-    column, look = f"{kind}_id", builder.lookback
-    # One statement; the days come out subject by subject, the order of the history's
-    # primary key. A row's entry and exit stretches, clipped to the range, are counted
-    # off by one generate_series (11 s less than a row per stretch over a month of a
-    # million users, most stretches being a day or two), in the select list: there it
-    # hands back one value at a time, where in FROM each call filled a tuplestore (8.5
-    # against 14 s for a year of a million users); days are offsets from the first, not
-    # dates, which generate_series would take through timestamps.
-    entry_days = _clipped_days(builder, "entry_raw", "n", "entry_stop")
-    exit_days = _clipped_days(builder, "exit_raw", f"n + {look}", "exit_stop")
-    builder.run(
-        f"""
-        INSERT INTO eds_h_{kind}_day ({column}, day, raw)
-        SELECT g.{column}, CAST(%(first)s AS DATE) + CASE WHEN g.k < g.entry_days
-                THEN g.entry_from + g.k ELSE g.exit_from + g.k - g.entry_days END,
-            CASE WHEN g.k < g.entry_days THEN g.entry_raw ELSE g.exit_raw END
-        FROM (
-            SELECT {column}, entry_raw, exit_raw, entry_from, exit_from, entry_days,
-                generate_series(0, entry_days + exit_days - 1) AS k
-            FROM (
-                SELECT {column}, entry_raw, exit_raw, GREATEST(n, 0) AS entry_from,
-                    GREATEST(n + {look}, 0) AS exit_from,
-                    {entry_days} AS entry_days, {exit_days} AS exit_days
-                FROM ({stretches}) c
-            ) d
-            WHERE entry_days + exit_days > 0
-        ) g
-        """
-    )
-
-
-def _spread_stretches_by_join(builder: HistoryBuilder, kind: str, stretches: str) -> None:
-    """Portable (SQLite): the stretches into a table eds_h_<kind>_change, then each kind of
-    stretch joined to the days it covers (eds_h_day), one statement for the entries and one
-    for the exits."""
-    column, change = f"{kind}_id", f"eds_h_{kind}_change"
-    builder.temp(
-        change,
-        f"{column} BIGINT, n INTEGER, entry_stop INTEGER, entry_raw BIGINT, "
-        "exit_stop INTEGER, exit_raw BIGINT",
-    )
-    builder.run(f"INSERT INTO {change} {stretches}")
-    for start, stop, raw in (
-        ("c.n", "entry_stop", "entry_raw"),
-        (f"c.n + {builder.lookback}", "exit_stop", "exit_raw"),
-    ):
-        builder.run(
-            f"""
-            INSERT INTO eds_h_{kind}_day ({column}, day, raw)
-            SELECT c.{column}, d.day, c.{raw} FROM {change} c
-            JOIN eds_h_day d ON d.n >= {start} AND d.n < c.{stop}
-            WHERE c.{raw} > 0
-            """
-        )

@@ -39,9 +39,7 @@ def products_managed_by(user) -> QuerySet[Product]:
     products = Product.objects.order_by("name", "id")
     if user.is_superuser:
         return products
-    return products.filter(
-        memberships__user=user, memberships__role=ProductMembership.Role.MANAGER
-    )
+    return products.filter(memberships__user=user, memberships__role=ProductMembership.Role.MANAGER)
 
 
 def product_role(user, product_id: int) -> str | None:

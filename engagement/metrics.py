@@ -37,6 +37,8 @@ class ScoresAgeCollector(Collector):
             "workspace_id", "scored_through"
         )
         for workspace_id, scored_through in rows:
+            if scored_through is None:  # excluded above; the column is nullable
+                continue
             family.add_metric([str(workspace_id)], max((now - scored_through).total_seconds(), 0))
         yield family
 

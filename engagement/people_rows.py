@@ -166,16 +166,19 @@ def _canonical(value: object) -> str:
 def merge_traits(obj: UserState | AccountState, traits: dict, timestamp_ms: int) -> bool:
     """Per key, the value with the later message time wins; ties go to the larger value so
     that the outcome never depends on the order in which messages are applied."""
+    stored, times = obj.traits, obj.trait_times
+    if stored is None or times is None:
+        raise ValueError(f"the traits of {obj.id} were not loaded")
     changed = False
     for key, value in traits.items():
-        previous_ms = obj.trait_times.get(key)
+        previous_ms = times.get(key)
         if previous_ms is not None:
             if timestamp_ms < previous_ms:
                 continue
-            if timestamp_ms == previous_ms and _canonical(value) <= _canonical(obj.traits.get(key)):
+            if timestamp_ms == previous_ms and _canonical(value) <= _canonical(stored.get(key)):
                 continue
-        obj.traits[key] = value
-        obj.trait_times[key] = timestamp_ms
+        stored[key] = value
+        times[key] = timestamp_ms
         changed = True
     return changed
 
@@ -264,19 +267,19 @@ def users_write(users: Iterable[UserState], now: datetime) -> None:
         ("identified", "first_seen_at", "updated_at"),
         [(u.id, u.identified, u.first_seen_at, now) for u in changed],
     )
-    merged = [u for u in changed if u.traits is not None]
     bulk.update_by_id(
         User,
         ("traits", "trait_times", "email", "name_key"),
         [
             (
                 u.id,
-                u.traits,
+                traits,
                 u.trait_times,
-                _user_email(u.traits),
-                user_name_key(u.traits, _user_email(u.traits), u.tracking_id),
+                _user_email(traits),
+                user_name_key(traits, _user_email(traits), u.tracking_id),
             )
-            for u in merged
+            for u in changed
+            if (traits := u.traits) is not None
         ],
     )
 

@@ -86,7 +86,7 @@ def rank_bookmarks(
 
 
 def ranked_window(
-    model: type[ScoreFields],
+    model: type[AccountScore] | type[UserScore],
     target: str,
     workspace: Workspace,
     offset: int,

@@ -32,7 +32,7 @@ class ScoresRefreshed:
     account_ids: frozenset[int] | None
 
 
-RefreshHook = Callable[[ScoresRefreshed], None]
+RefreshHook = Callable[[ScoresRefreshed], object]  # what a hook returns is not read
 
 _hooks: list[RefreshHook] = []
 

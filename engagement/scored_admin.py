@@ -7,7 +7,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 from django.template.loader import render_to_string
 
-from engagement.models import Workspace
+from engagement.models import AccountScore, UserScore, Workspace
 from engagement.presentation import split_traits
 from engagement.stored_json import read_traits
 
@@ -55,12 +55,14 @@ def traits_table(obj) -> str:
     )
 
 
-class ScoredListMixin:
+class ScoredListMixin(admin.ModelAdmin):
     """Name, score, change, rank and last seen in the default workspace, sortable, searchable by
     name, email and tracking id. Subjects come from ingestion: nothing to add or edit here."""
 
-    score_model = None
+    score_model: type[UserScore] | type[AccountScore]
     score_subject = ""
+    searched_traits: list[str] = []
+    searched_fields: list[str] = []
 
     def has_add_permission(self, request):
         return False

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from django.db.models import Count, Exists, OuterRef, QuerySet, TextField
 from django.db.models.functions import Cast, Lower
@@ -129,20 +129,120 @@ def _created_since(
     return rows.filter(updated_at__gt=since, created_at__gt=since)
 
 
-# --- Accounts ---------------------------------------------------------------------------------
+# --- Accounts and users alike ------------------------------------------------------------------
 
 
-def _scored(rows: QuerySet, relation: str, scored_class: type) -> list:
-    """Score rows with their account (or user) and its traits, selected as text: `relation` is
-    "account" or "user"."""
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """What the reads of accounts and of users differ by: the models and the read's class."""
+
+    relation: str  # "account" or "user": the score row's field, and the key's name
+    model: type[Account] | type[User]
+    score_model: type[AccountScore] | type[UserScore]
+    scored: type[ScoredAccount] | type[ScoredUser]
+
+
+_ACCOUNTS = _Kind("account", Account, AccountScore, ScoredAccount)
+_USERS = _Kind("user", User, UserScore, ScoredUser)
+
+
+def _scored(rows: QuerySet, kind: _Kind) -> list:
+    """Score rows with their account (or user) and its traits, selected as text."""
+    relation = kind.relation
     rows = rows.select_related(relation).defer(f"{relation}__traits")
     rows = rows.annotate(subject_traits_json=Cast(f"{relation}__traits", TextField()))
     found = []
     for row in rows:
         traits = json_for_reading(row.subject_traits_json)
         subject = getattr(row, relation)
-        found.append(scored_class(subject, traits if isinstance(traits, dict) else {}, row))
+        found.append(kind.scored(subject, traits if isinstance(traits, dict) else {}, row))
     return found
+
+
+def _zero_score(workspace: Workspace, kind: _Kind, subject: Account | User) -> Any:
+    """The account (or user) with an unsaved score row of zeros."""
+    row = kind.score_model(workspace=workspace, **{kind.relation: subject})
+    return kind.scored(subject, read_traits(subject), row)
+
+
+def _score_get(workspace: Workspace, kind: _Kind, subject: Account | User) -> Any:
+    """The account (or user) with its score row in the workspace (zeros if none)."""
+    found = _zero_score(workspace, kind, subject)
+    key = {f"{kind.relation}_id": subject.id}
+    row = kind.score_model.objects.filter(workspace_id=workspace.id, **key).first()
+    if row is None:
+        return found
+    setattr(row, kind.relation, subject)
+    return kind.scored(subject, found.traits, row)
+
+
+def _with_scores(
+    workspace: Workspace, kind: _Kind, subjects: QuerySet, offset: int, limit: int
+) -> Page:
+    """A window of `subjects` (ordered) with their score rows, and the size of the whole."""
+    total = subjects.count()
+    page = list(with_json_as_text(subjects, "traits")[offset : offset + limit])
+    key = f"{kind.relation}_id"
+    rows = {
+        getattr(row, key): row
+        for row in kind.score_model.objects.filter(
+            workspace_id=workspace.id, **{f"{key}__in": [subject.id for subject in page]}
+        )
+    }
+    items = []
+    for subject in page:
+        found = _zero_score(workspace, kind, subject)
+        row = rows.get(subject.id)
+        if row is not None:
+            setattr(row, kind.relation, subject)
+            found = kind.scored(subject, found.traits, row)
+        items.append(found)
+    return Page(items=items, total=total)
+
+
+def _get_for_product(kind: _Kind, product_id: int, subject_id: int) -> Any:
+    """The account (or user), its traits selected as text (`traits_json`) for _score_get."""
+    subjects = kind.model.objects.filter(product_id=product_id, id=subject_id)
+    return with_json_as_text(subjects, "traits").first()
+
+
+def _by_rank(found: list, kind: _Kind) -> list:
+    """Scored accounts (or users) by engagement score, highest first, ties by id."""
+    key = f"{kind.relation}_id"
+    return sorted(found, key=lambda row: (-row.score.engagement_score, getattr(row, key)))
+
+
+def _list_ranked(
+    workspace: Workspace,
+    kind: _Kind,
+    *,
+    counts: tuple[int, int, bool],
+    unscored: QuerySet,
+    offset: int,
+    limit: int,
+    counts_cache_seconds: int,
+) -> Page:
+    """A window of the workspace's accounts (or users) by rank: the scored ones by score, then
+    the `unscored` ones (a query of them) by id with a score of zeros. `counts`: how many are
+    scored, how many there are in all, and whether any is not scored yet."""
+    scored, total, any_unscored = counts
+    items: list = []
+    if offset < scored:
+        key = f"{kind.relation}_id"
+        window = ranked_window(
+            kind.score_model, key, workspace, offset, limit, counts_cache_seconds
+        )
+        rows = kind.score_model.objects.filter(workspace_id=workspace.id, **{f"{key}__in": window})
+        items = _by_rank(_scored(rows, kind), kind)
+    remaining = limit - len(items)
+    if remaining > 0 and any_unscored and offset + limit > scored:
+        start = max(offset - scored, 0)
+        page = with_json_as_text(unscored, "traits").order_by("id")[start : start + remaining]
+        items += [_zero_score(workspace, kind, subject) for subject in page]
+    return Page(items=items, total=total)
+
+
+# --- Accounts ---------------------------------------------------------------------------------
 
 
 def account_list_ranked(
@@ -153,22 +253,15 @@ def account_list_ranked(
     `counts_cache_seconds`, the staleness the caller accepts (0: always counted).
     """
     scored, unscored, total = account_counts(workspace, counts_cache_seconds)
-    items: list[ScoredAccount] = []
-    if offset < scored:
-        window = ranked_window(
-            AccountScore, "account_id", workspace, offset, limit, counts_cache_seconds
-        )
-        rows = AccountScore.objects.filter(workspace_id=workspace.id, account_id__in=window)
-        found = _scored(rows, "account", ScoredAccount)
-        items = sorted(found, key=lambda row: (-row.score.engagement_score, row.account_id))
-    remaining = limit - len(items)
-    if remaining > 0 and unscored and offset + limit > scored:
-        start = max(offset - scored, 0)
-        accounts = with_json_as_text(unscored_accounts(workspace), "traits").order_by("id")[
-            start : start + remaining
-        ]
-        items += [_zero_account_score(workspace, account) for account in accounts]
-    return Page(items=items, total=total)
+    return _list_ranked(
+        workspace,
+        _ACCOUNTS,
+        counts=(scored, total, bool(unscored)),
+        unscored=unscored_accounts(workspace),
+        offset=offset,
+        limit=limit,
+        counts_cache_seconds=counts_cache_seconds,
+    )
 
 
 def account_children_ranked(
@@ -178,34 +271,21 @@ def account_children_ranked(
     account_list_ranked ranks all of them; an account has few children, so all are read."""
     children = accounts_in_workspace(workspace).filter(parent_id=parent_id)
     rows = AccountScore.objects.filter(workspace_id=workspace.id, account__in=children)
-    found = _scored(rows, "account", ScoredAccount)
-    items = sorted(found, key=lambda row: (-row.score.engagement_score, row.account_id))
+    items = _by_rank(_scored(rows, _ACCOUNTS), _ACCOUNTS)
     scored = {row.account_id for row in items}
     unscored = with_json_as_text(children.exclude(id__in=scored), "traits").order_by("id")
-    items += [_zero_account_score(workspace, account) for account in unscored]
+    items += [_zero_score(workspace, _ACCOUNTS, account) for account in unscored]
     return Page(items=items[offset : offset + limit], total=len(items))
-
-
-def _zero_account_score(workspace: Workspace, account: Account) -> ScoredAccount:
-    return ScoredAccount(
-        account, read_traits(account), AccountScore(workspace=workspace, account=account)
-    )
 
 
 def account_get_for_product(*, product_id: int, account_id: int) -> Account | None:
     """The account, its traits selected as text (`traits_json`) for account_score_get."""
-    accounts = Account.objects.filter(product_id=product_id, id=account_id)
-    return with_json_as_text(accounts, "traits").first()
+    return _get_for_product(_ACCOUNTS, product_id, account_id)
 
 
 def account_score_get(*, workspace: Workspace, account: Account) -> ScoredAccount:
     """The account with its score row in the workspace (an unsaved row of zeros if none)."""
-    found = _zero_account_score(workspace, account)
-    row = AccountScore.objects.filter(workspace_id=workspace.id, account_id=account.id).first()
-    if row is None:
-        return found
-    row.account = account
-    return ScoredAccount(account, found.traits, row)
+    return _score_get(workspace, _ACCOUNTS, account)
 
 
 def account_find(
@@ -227,42 +307,16 @@ def account_find(
     else:
         trait = TraitText(match_type, "traits")
         accounts = accounts.alias(matched=trait).filter(matched=match_value)
-    return _with_account_scores(workspace, accounts.order_by("id"), offset, limit)
+    return _with_scores(workspace, _ACCOUNTS, accounts.order_by("id"), offset, limit)
 
 
 def account_get_page(*, workspace: Workspace, account_id: int) -> Page[ScoredAccount]:
     """The one account with this id (a page of one, or empty), for the legacy lookup."""
     accounts = Account.objects.filter(product_id=workspace.product_id, id=account_id)
-    return _with_account_scores(workspace, accounts, 0, 1)
-
-
-def _with_account_scores(
-    workspace: Workspace, accounts: QuerySet[Account], offset: int, limit: int
-) -> Page[ScoredAccount]:
-    total = accounts.count()
-    page = list(with_json_as_text(accounts, "traits")[offset : offset + limit])
-    rows = {
-        row.account_id: row
-        for row in AccountScore.objects.filter(
-            workspace_id=workspace.id, account_id__in=[a.id for a in page]
-        )
-    }
-    items = []
-    for account in page:
-        found = _zero_account_score(workspace, account)
-        row = rows.get(account.id)
-        if row is not None:
-            row.account = account
-            found = ScoredAccount(account, found.traits, row)
-        items.append(found)
-    return Page(items=items, total=total)
+    return _with_scores(workspace, _ACCOUNTS, accounts, 0, 1)
 
 
 # --- Users ------------------------------------------------------------------------------------
-
-
-def _zero_user_score(workspace: Workspace, user: User) -> ScoredUser:
-    return ScoredUser(user, read_traits(user), UserScore(workspace=workspace, user=user))
 
 
 def user_list_ranked(
@@ -273,23 +327,16 @@ def user_list_ranked(
     Caches its total and rank bookmarks as account_list_ranked does.
     """
     scored, total = user_counts(workspace, counts_cache_seconds)
-    items: list[ScoredUser] = []
-    if offset < scored:
-        window = ranked_window(UserScore, "user_id", workspace, offset, limit, counts_cache_seconds)
-        rows = UserScore.objects.filter(workspace_id=workspace.id, user_id__in=window)
-        found = _scored(rows, "user", ScoredUser)
-        items = sorted(found, key=lambda row: (-row.score.engagement_score, row.user_id))
-    remaining = limit - len(items)
-    if remaining > 0 and total > scored and offset + limit > scored:
-        start = max(offset - scored, 0)
-        has_score = UserScore.objects.filter(workspace_id=workspace.id, user_id=OuterRef("pk"))
-        users = (
-            with_json_as_text(User.objects.filter(product_id=workspace.product_id), "traits")
-            .filter(~Exists(has_score))
-            .order_by("id")[start : start + remaining]
-        )
-        items += [_zero_user_score(workspace, user) for user in users]
-    return Page(items=items, total=total)
+    has_score = UserScore.objects.filter(workspace_id=workspace.id, user_id=OuterRef("pk"))
+    return _list_ranked(
+        workspace,
+        _USERS,
+        counts=(scored, total, total > scored),
+        unscored=User.objects.filter(product_id=workspace.product_id).filter(~Exists(has_score)),
+        offset=offset,
+        limit=limit,
+        counts_cache_seconds=counts_cache_seconds,
+    )
 
 
 def user_get_by_match(
@@ -301,40 +348,17 @@ def user_get_by_match(
         users = users.filter(email=match_value)
     else:
         users = users.filter(tracking_id=match_value)
-    users = users.order_by("id")
-    total = users.count()
-    page = list(with_json_as_text(users, "traits")[offset : offset + limit])
-    rows = {
-        row.user_id: row
-        for row in UserScore.objects.filter(
-            workspace_id=workspace.id, user_id__in=[u.id for u in page]
-        )
-    }
-    items = []
-    for user in page:
-        found = _zero_user_score(workspace, user)
-        row = rows.get(user.id)
-        if row is not None:
-            row.user = user
-            found = ScoredUser(user, found.traits, row)
-        items.append(found)
-    return Page(items=items, total=total)
+    return _with_scores(workspace, _USERS, users.order_by("id"), offset, limit)
 
 
 def user_get_for_product(*, product_id: int, user_id: int) -> User | None:
     """The user, their traits selected as text (`traits_json`) for user_score_get."""
-    users = User.objects.filter(product_id=product_id, id=user_id)
-    return with_json_as_text(users, "traits").first()
+    return _get_for_product(_USERS, product_id, user_id)
 
 
 def user_score_get(*, workspace: Workspace, user: User) -> ScoredUser:
     """The user with their score row in the workspace (an unsaved row of zeros if none)."""
-    found = _zero_user_score(workspace, user)
-    row = UserScore.objects.filter(workspace_id=workspace.id, user_id=user.id).first()
-    if row is None:
-        return found
-    row.user = user
-    return ScoredUser(user, found.traits, row)
+    return _score_get(workspace, _USERS, user)
 
 
 # --- Segments ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
@@ -27,6 +27,8 @@ READ_MAX_DEPTH = 64
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
+# It matches at any position (perhaps nothing), so its match is never None.
+_whitespace_at = cast(Callable[[str, int], "re.Match[str]"], _WHITESPACE.match)
 _STRUCTURE = re.compile(r'["\[\]{}]')
 _STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -60,7 +62,7 @@ def _readable_string(text: str) -> str:
 
 def _nested_deeper_than(value: object, max_depth: int) -> bool:
     """Whether `value` has objects or arrays nested more than `max_depth` levels (no recursion)."""
-    pending = [(value, 1)]
+    pending: list[tuple[Any, int]] = [(value, 1)]
     while pending:
         item, level = pending.pop()
         if level > max_depth:
@@ -99,11 +101,13 @@ def _bounded_loads(text: str, max_depth: int) -> object:
     An object or array nested deeper than `max_depth` levels becomes its JSON text; a number
     beyond what Python converts or a double holds, its text; a lone surrogate, U+FFFD.
     """
-    scanstring = json.decoder.scanstring
+    # json.decoder has it (the C scanner's or Python's); typeshed leaves it out.
+    scanstring = json.decoder.scanstring  # type: ignore[attr-defined]
     root: list = []
     stack: list = [root]  # the containers open around the value being read
     keys: list = [None]  # the key each open object is reading
-    pos = _WHITESPACE.match(text, 0).end()
+    value: object
+    pos = _whitespace_at(text, 0).end()
     while True:
         char = text[pos : pos + 1]
         if char in ("{", "["):
@@ -111,7 +115,7 @@ def _bounded_loads(text: str, max_depth: int) -> object:
                 end = _skip_container(text, pos)
                 value, pos = text[pos:end], end
             else:
-                pos = _WHITESPACE.match(text, pos + 1).end()
+                pos = _whitespace_at(text, pos + 1).end()
                 closing = "}" if char == "{" else "]"
                 if text[pos : pos + 1] == closing:
                     value, pos = ({} if char == "{" else []), pos + 1
@@ -123,11 +127,11 @@ def _bounded_loads(text: str, max_depth: int) -> object:
         # Place the value; close every container it completes.
         value, pos = _place_and_close(text, pos, value, root, stack, keys)
         if stack[-1] is root:
-            if _WHITESPACE.match(text, pos).end() != len(text):
+            if _whitespace_at(text, pos).end() != len(text):
                 raise ValueError("extra data after JSON")
             return value
         # A comma: the open container's next value (after its key, in an object).
-        pos = _WHITESPACE.match(text, pos + 1).end()
+        pos = _whitespace_at(text, pos + 1).end()
         if isinstance(stack[-1], dict):
             keys[-1], pos = _read_key(text, pos, scanstring)
 
@@ -181,7 +185,7 @@ def _place_and_close(
             container[keys[-1]] = value
         else:
             container.append(value)
-        pos = _WHITESPACE.match(text, pos).end()
+        pos = _whitespace_at(text, pos).end()
         char = text[pos : pos + 1]
         if char == ",":
             return value, pos
@@ -197,10 +201,10 @@ def _read_key(text: str, pos: int, scanstring: Callable) -> tuple[str, int]:
     if text[pos : pos + 1] != '"':
         raise ValueError(f"expected a key at {pos}")
     key, pos = scanstring(text, pos + 1, False)
-    pos = _WHITESPACE.match(text, pos).end()
+    pos = _whitespace_at(text, pos).end()
     if text[pos : pos + 1] != ":":
         raise ValueError(f"expected ':' at {pos}")
-    return _readable_string(key), _WHITESPACE.match(text, pos + 1).end()
+    return _readable_string(key), _whitespace_at(text, pos + 1).end()
 
 
 def json_for_reading(text: str | None, *, max_depth: int = READ_MAX_DEPTH) -> object:
@@ -248,7 +252,7 @@ def with_json_as_text(queryset: QuerySet, *fields: str) -> QuerySet:
 def _read_json(record: object, field: str) -> object:
     """A JSON field as reads render it: from its text when a read selector selected it as text,
     else as loaded (decoded already)."""
-    text = getattr(record, f"{field}{_JSON_SUFFIX}", _NOT_SELECTED)
+    text: Any = getattr(record, f"{field}{_JSON_SUFFIX}", _NOT_SELECTED)
     if text is _NOT_SELECTED:
         return getattr(record, field)
     return json_for_reading(text)

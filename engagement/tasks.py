@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 def _workspaces():
     """Every workspace, its account filter read as text (engagement.stored_json): one stored
     past the checks, nested beyond json.loads, cannot stop the ticks of every workspace."""
-    return with_json_as_text(Workspace.objects, "account_filter").order_by("id")
+    return with_json_as_text(Workspace.objects.all(), "account_filter").order_by("id")
 
 
 @shared_task(ignore_result=True)
@@ -31,11 +31,11 @@ def scores_refresh_due() -> int:
     for workspace in _workspaces():
         if scoring.workspace_refresh_is_due(workspace=workspace):
             # A refresh queued behind a slow one is pointless after the next tick queues another.
-            workspace_refresh.apply_async(args=[workspace.id], expires=expires)
+            workspace_refresh.apply_async(args=(workspace.id,), expires=expires)
             queued += 1
         if history.score_history_backfill_is_due(workspace_id=workspace.id):
             # Returns "busy" at once while another update runs; the noted day waits for the next.
-            score_history_update.apply_async(args=[workspace.id], expires=expires)
+            score_history_update.apply_async(args=(workspace.id,), expires=expires)
             queued += 1
     return queued
 
@@ -110,7 +110,7 @@ def score_history_due() -> int:
     for workspace in _workspaces():
         if history.score_history_is_due(workspace=workspace):
             # A queued update is pointless after the next tick has queued another.
-            score_history_update.apply_async(args=[workspace.id], expires=120)
+            score_history_update.apply_async(args=(workspace.id,), expires=120)
             queued += 1
     return queued
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.core.cache import cache
 from django.db.models import OuterRef, QuerySet, Subquery
@@ -36,7 +36,7 @@ def with_scores_refreshed_at(workspaces: QuerySet[Workspace]) -> QuerySet[Worksp
 def scores_refreshed_at(workspace: Workspace) -> datetime | None:
     """When the workspace's scores were last refreshed (None: never), from the annotation of
     `with_scores_refreshed_at`, else from its ScoringState."""
-    refreshed_at = getattr(workspace, "scores_refreshed_at", _NOT_SELECTED)
+    refreshed_at: Any = getattr(workspace, "scores_refreshed_at", _NOT_SELECTED)
     if refreshed_at is _NOT_SELECTED:
         refreshed_at = (
             ScoringState.objects.filter(workspace_id=workspace.id)

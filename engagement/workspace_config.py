@@ -18,6 +18,8 @@ created). The workspace is rescored and its segments refreshed once it commits.
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -202,6 +204,7 @@ def workspace_config_apply(*, workspace_id: int, document: object) -> dict:
     faults = workspace_config_faults(document)
     if faults:
         raise ValidationError(faults)
+    document = cast(dict, document)  # without faults, a configuration object
     with transaction.atomic():
         workspace = Workspace.objects.select_for_update().get(id=workspace_id)
         for field in ("name", "lookback_days", "daily_event_cap", "account_filter"):

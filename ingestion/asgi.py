@@ -93,7 +93,7 @@ _key_rate_limited: list[bool] = []  # whether INGESTION_KEY_RATE_LIMIT is set, o
 
 
 @receiver(setting_changed)
-def _forget_settings(**kwargs) -> None:
+def _forget_settings(**kwargs: object) -> None:
     _hosts_allowed.clear()
     _security_headers.clear()
     _key_rate_limited.clear()
@@ -155,8 +155,9 @@ def _security_headers_from_settings(scheme: str) -> list[tuple[bytes, bytes]]:
         headers.append((b"x-content-type-options", b"nosniff"))
     if settings.SECURE_REFERRER_POLICY:
         policy = settings.SECURE_REFERRER_POLICY
+        # Django takes a list of policies too; django-stubs type the setting as one string.
         if not isinstance(policy, str):
-            policy = ",".join(policy)
+            policy = ",".join(policy)  # type: ignore[unreachable]
         headers.append((b"referrer-policy", policy.encode()))
     if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
         headers.append(
@@ -241,7 +242,7 @@ async def _respond(
 
 async def _not_allowed(send: Send, scope: Scope, endpoint_name: str, origin: str | None) -> None:
     method = scope["method"]
-    body = error_body("method_not_allowed", f'Method "{method}" not allowed.')
+    body: dict | None = error_body("method_not_allowed", f'Method "{method}" not allowed.')
     if method == "HEAD":
         body = None
     await _respond(send, scope, endpoint_name, 405, body, allow=b"POST, OPTIONS", origin=origin)

@@ -24,5 +24,5 @@ def ingestion_limits() -> acceptance.Limits:
 
 
 @receiver(setting_changed)
-def _forget_limits(**kwargs) -> None:
+def _forget_limits(**kwargs: object) -> None:
     _limits.clear()

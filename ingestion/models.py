@@ -4,6 +4,7 @@ import hashlib
 import re
 import secrets
 import uuid
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -73,7 +74,7 @@ class IngestionKey(models.Model):
         """The origins of an allowlist's text, as browsers send them (lower case, no slash)."""
         return [line.strip().rstrip("/").lower() for line in text.splitlines() if line.strip()]
 
-    def save(self, *args, **kwargs) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         self.digest = digest_key(self.key)
         super().save(*args, **kwargs)
 

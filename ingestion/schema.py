@@ -7,6 +7,8 @@ them to the schema, one per endpoint of `acceptance.ENDPOINTS`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from config.openapi import NON_BLANK, SPACE, ErrorSerializer
 from ingestion.acceptance import ENDPOINTS, Endpoint
 from ingestion.acceptance.fields import MAX_ID_LENGTH, SECONDS_LIKE_BELOW_MS
@@ -22,7 +24,7 @@ BASIC_SCHEME = {
     "a key no product holds is accepted and dropped when applied.",
 }
 
-BASIC = [{"ingestionKey": []}]
+BASIC: list[dict[str, list[str]]] = [{"ingestionKey": []}]
 
 # --- Field schemas -----------------------------------------------------------------------------
 
@@ -61,8 +63,7 @@ SENT_AT = {
     "corrected for the client clock's skew.",
 }
 WRITE_KEY = {
-    "description": "The write key, when not sent as Basic: a string (any other value is "
-    "ignored)."
+    "description": "The write key, when not sent as Basic: a string (any other value is ignored)."
 }
 TRAITS = {
     "type": "object",
@@ -133,7 +134,7 @@ def _call_bodies(user: str, group: str, *, key_in_body: bool) -> dict[str, dict]
 V2_BODIES = _call_bodies("userId", "groupId", key_in_body=False)
 V1_BODIES = _call_bodies("user_id", "group_id", key_in_body=True)
 
-SEGMENT_MESSAGE = {
+SEGMENT_MESSAGE: dict[str, Any] = {
     "type": "object",
     "properties": {
         "type": {
@@ -277,8 +278,8 @@ def request_body(endpoint_name: str) -> dict:
     required (an empty one is a 400)."""
     if endpoint_name in ("v1/batch", "v1/import"):
         schema = SEGMENT_BATCH
-    elif ENDPOINTS[endpoint_name].message_type is not None:
-        schema = segment_path_message(ENDPOINTS[endpoint_name].message_type)
+    elif (message_type := ENDPOINTS[endpoint_name].message_type) is not None:
+        schema = segment_path_message(message_type)
     elif endpoint_name == "segment":
         schema = {"oneOf": [SEGMENT_MESSAGE, TEST_CONNECTION]}
     else:
@@ -376,7 +377,7 @@ def operation(endpoint_name: str) -> dict:
     return answer
 
 
-def ingestion_paths(result, generator, request, public):
+def ingestion_paths(result: dict, generator: Any, request: Any, public: bool) -> dict:
     """Postprocessing hook: every ingestion endpoint, its key's scheme and the error body."""
     paths = result.setdefault("paths", {})
     for endpoint_name in ENDPOINTS:

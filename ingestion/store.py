@@ -133,13 +133,21 @@ def _grouped_rows(entries: Sequence[Entry]) -> list[StoredRow]:
     return rows
 
 
-def copy_values(rows: list[StoredRow]) -> list[StoredRow]:
+# A StoredRow as COPY writes it, its JSON columns (messages, requests) as text.
+CopyRow = tuple[datetime, str, str, str, int, str | None]
+
+
+def copy_values(rows: list[StoredRow]) -> list[CopyRow]:
     """The rows as COPY writes them, in the order of StoredRow's fields (the columns): the JSON
     columns as text."""
     return [
-        row._replace(
-            messages=messages_json(row.messages),
-            requests=None if row.requests is None else messages_json(row.requests),
+        (
+            row.received_at,
+            row.endpoint,
+            row.key_digest,
+            messages_json(row.messages),
+            row.request_count,
+            None if row.requests is None else messages_json(row.requests),
         )
         for row in rows
     ]
@@ -150,7 +158,7 @@ def copy_stored_rows(rows: list[StoredRow]) -> None:
     copy_rows(AcceptedRequest, StoredRow._fields, copy_values(rows))
 
 
-def accepted_copy_rows(entries: Sequence[Entry]) -> list[StoredRow]:
+def accepted_copy_rows(entries: Sequence[Entry]) -> list[CopyRow]:
     """What one write of these requests COPYs (see _grouped_rows), for a writer that copies
     them itself (the door's group-commit writer on PostgreSQL)."""
     return copy_values(_grouped_rows(entries))

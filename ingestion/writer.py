@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# A request waiting in the writer: its entries and the future its answer waits on.
+Waiting = tuple[Sequence[Entry], "asyncio.Future[None]"]
+
 GATHER_SECONDS = 0.001
 # The fewest waiting requests that let a write go before the window ends (see _gather).
 MIN_GROUP = 2
@@ -123,7 +126,7 @@ class GroupCommitWriter:
         self._abandoned: set[asyncio.Task] = set()
         self.max_batch_entries = max_batch_entries
         self.kick_interval_seconds = kick_interval_seconds
-        self._pending: deque[tuple[Sequence[Entry], asyncio.Future]] = deque()
+        self._pending: deque[Waiting] = deque()
         self._closing = False
         self._pending_since = 0.0
         self._wake: asyncio.Event | None = None
@@ -152,6 +155,7 @@ class GroupCommitWriter:
         if not self._pending:
             self._pending_since = loop.time()
         self._pending.append((entries, done))
+        assert self._wake is not None and self._gathered is not None  # _start made them
         self._wake.set()
         if len(self._pending) >= self._group:
             self._gathered.set()
@@ -233,7 +237,10 @@ class GroupCommitWriter:
             self._last_write = loop.time()
 
     async def _write_in_time(
-        self, loop: asyncio.AbstractEventLoop, entries, answers: list[asyncio.Future]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        entries: Sequence[Entry],
+        answers: list[asyncio.Future],
     ) -> None:
         """`_write`, given up once every request it carries has had its 503 (`store`'s
         deadline): the statement is cancelled, its connection left to end and be closed on its
@@ -275,7 +282,9 @@ class GroupCommitWriter:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._gathered.wait(), delay)
 
-    async def _write_one_by_one(self, loop: asyncio.AbstractEventLoop, batch) -> None:
+    async def _write_one_by_one(
+        self, loop: asyncio.AbstractEventLoop, batch: list[Waiting]
+    ) -> None:
         """One request the database refuses must not fail the others it was batched with."""
         stored = False
         for waiting in batch:
@@ -289,8 +298,8 @@ class GroupCommitWriter:
         if stored:
             self._ask_for_kick(loop)
 
-    def _take_batch(self, loop: asyncio.AbstractEventLoop):
-        batch: list[tuple[Sequence[Entry], asyncio.Future]] = []
+    def _take_batch(self, loop: asyncio.AbstractEventLoop) -> list[Waiting]:
+        batch: list[Waiting] = []
         size = 0
         while self._pending and (
             not batch or size + len(self._pending[0][0]) <= self.max_batch_entries
@@ -304,7 +313,7 @@ class GroupCommitWriter:
         return batch
 
     @staticmethod
-    def _settle(batch, error: Exception | None) -> None:
+    def _settle(batch: list[Waiting], error: Exception | None) -> None:
         for _, done in batch:
             if done.done():  # the client went away; nothing to answer
                 continue

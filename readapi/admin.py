@@ -1,5 +1,8 @@
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
+from django.http import HttpRequest
 
 from engagement.admin_scoping import PRODUCT_FILTER, ManagedProductRowsMixin
 from readapi.models import ApiToken, Scope
@@ -48,10 +51,12 @@ class ApiTokenAdmin(ManagedProductRowsMixin, admin.ModelAdmin):
     ]
     actions = ["revoke"]
 
-    def get_form(self, request, obj=None, **kwargs):
+    def get_form(
+        self, request: HttpRequest, obj: ApiToken | None = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm]:
         if obj is None:
             kwargs["form"] = ApiTokenAddForm
-        return super().get_form(request, obj, **kwargs)
+        return super().get_form(request, obj, change, **kwargs)
 
     def get_readonly_fields(self, request, obj=None):
         return self.readonly_fields if obj else []

@@ -83,7 +83,7 @@ class DeletionSerializer(DeletionReceiptSerializer):
         }
 
 
-class ErasureMixin:
+class ErasureMixin(views.ReadApiView):
     """DELETE of one of the token's users or accounts: 202 with the deletion's receipt."""
 
     kind: str
@@ -94,7 +94,7 @@ class ErasureMixin:
         return super().dispatch(request, *args, **kwargs)
 
     def erase(self, target_id: int) -> Response:
-        if not self.request.auth.allows(Scope.DELETE):
+        if not self.token.allows(Scope.DELETE):
             raise ApiError(
                 403,
                 "insufficient_scope",
@@ -108,7 +108,7 @@ class ErasureMixin:
                 target_id=target_id,
                 suppress=params["suppress"],
                 via=Erasure.Via.API,
-                token_id=self.request.user.token_id,
+                token_id=self.principal.token_id,
             )
         except erasure.ErasureTargetMissing:
             raise views.not_found(self.kind.capitalize(), target_id) from None

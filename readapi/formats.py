@@ -5,10 +5,17 @@ columns as the read selectors render them."""
 import math
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
+from typing import overload
 
 from rest_framework import serializers
 
 
+@overload
+def timestamp(value: datetime) -> str: ...
+@overload
+def timestamp(value: None) -> None: ...
+@overload
+def timestamp(value: datetime | None) -> str | None: ...
 def timestamp(value: datetime | None) -> str | None:
     """A time as every read API field carries it: ISO 8601 in UTC with microseconds,
     `2026-11-23T10:15:00.123456Z` (a naive time is taken as UTC)."""
@@ -21,7 +28,8 @@ def timestamp(value: datetime | None) -> str | None:
 class TimestampField(serializers.DateTimeField):
     """A date-time field rendered by `timestamp()`."""
 
-    def to_representation(self, value: datetime | None) -> str | None:
+    def to_representation(self, value: datetime) -> str:
+        # DRF writes a None attribute as null without calling this.
         return timestamp(value)
 
 

@@ -54,7 +54,9 @@ class ScorePointSerializer(serializers.Serializer):
 
 
 class ScoreHistorySerializer(serializers.Serializer):
-    data = ScorePointSerializer(
+    # The serializer's metaclass pops declared fields off the class, so Serializer.data (the
+    # rendered body) stays; the stubs cannot see that.
+    data = ScorePointSerializer(  # type: ignore[assignment]
         many=True, help_text="One point per day, oldest first; the last is today's live score."
     )
 

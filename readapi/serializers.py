@@ -8,8 +8,9 @@ One format for every record (docs/read-api.md "Record format"): times are `times
 whole-number metrics integers, shares and ranks rounded by `rounded_fraction`, unknown values null.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any, ClassVar, TypeVar, cast
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -39,7 +40,7 @@ from readapi.formats import (
 )
 
 
-def link(context: dict, route: str, ident: int | None = None, **query: int) -> str:
+def link(context: Mapping[str, Any], route: str, ident: int | None = None, **query: int) -> str:
     return context["links"].url(route, ident, **query)
 
 
@@ -108,11 +109,14 @@ def _breakdown(items: list) -> list[dict]:
     ]
 
 
-def read(field: serializers.Field, value: Callable) -> serializers.Field:
+FieldT = TypeVar("FieldT", bound=serializers.Field)
+
+
+def read(field: FieldT, value: Callable) -> FieldT:
     """A record's field and how its value is read: value(serializer, found) with `found` a
     ScoredAccount or ScoredUser. The record is this one list of fields: the schema documents it
     and `to_representation` renders it."""
-    field.read_value = value
+    cast(Any, field).read_value = value  # read back by ScoredRecordSerializer.readers
     return field
 
 
@@ -129,7 +133,13 @@ def _scored_at(serializer, found) -> str | None:
     return timestamp(score_computed_at(score=found.score, workspace=workspace))
 
 
-class ScoredRecordSerializer(serializers.Serializer):
+# The instance a record serializer renders: a ScoredAccount or a ScoredUser.
+Found = TypeVar("Found", bound=ScoredAccount | ScoredUser)
+# A value page_read loads for a whole page.
+Loaded = TypeVar("Loaded")
+
+
+class ScoredRecordSerializer(serializers.Serializer[Found]):
     """The metrics accounts and users both carry; the instance is a ScoredAccount or ScoredUser.
 
     Records are built directly (`to_representation`) from the declared fields' `read` values
@@ -252,10 +262,12 @@ class ScoredRecordSerializer(serializers.Serializer):
 
     route = ""  # "read-account" or "read-user": the route of the record's own link
 
-    def subject(self, found):
+    _readers: ClassVar[list[tuple[str, Callable]]]
+
+    def subject(self, found: Found) -> Account | User:
         raise NotImplementedError
 
-    def page_read(self, found, name: str, load: Callable) -> object:
+    def page_read(self, found: Found, name: str, load: Callable[..., dict[int, Loaded]]) -> Loaded:
         """The record's value from `load(workspace, target, ids)`, called once for the whole page
         the record is on (a dict by subject id)."""
         cache = self.__dict__.setdefault("_page_values", {})
@@ -270,16 +282,16 @@ class ScoredRecordSerializer(serializers.Serializer):
             cache[name] = values
         return values[subject_id]
 
-    def period(self, found) -> PeriodFigures:
+    def period(self, found: Found) -> PeriodFigures:
         return self.page_read(found, "period", period_figures)
 
-    def activation_of(self, found) -> Activation:
+    def activation_of(self, found: Found) -> Activation:
         return self.page_read(found, "activation", activation_progress)
 
     def fallback_first_seen(self, subject):
         raise NotImplementedError
 
-    def seen_last(self, found) -> datetime | None:
+    def seen_last(self, found: Found) -> datetime | None:
         raise NotImplementedError
 
     @classmethod
@@ -292,15 +304,19 @@ class ScoredRecordSerializer(serializers.Serializer):
                 name for base in cls.__mro__[1:] for name in vars(base).get("_declared_fields", {})
             }
             names = sorted(fields, key=lambda name: name in inherited)  # stable: own first
-            found = [(n, fields[n].read_value) for n in names if hasattr(fields[n], "read_value")]
+            found = [
+                (n, cast(Any, fields[n]).read_value)
+                for n in names
+                if hasattr(fields[n], "read_value")
+            ]
             cls._readers = found
         return found
 
-    def to_representation(self, found: ScoredAccount | ScoredUser) -> dict:
+    def to_representation(self, found: Found) -> dict:
         data = {name: value(self, found) for name, value in self.readers()}
         return self.finish(data, found)
 
-    def finish(self, data: dict, found: ScoredAccount | ScoredUser) -> dict:
+    def finish(self, data: dict, found: Found) -> dict:
         subject, score = self.subject(found), found.score
         expand = self.context.get("expand", ())
         if "traits" in expand:
@@ -344,7 +360,7 @@ def _score_basis(found: ScoredAccount) -> dict:
     return {"kind": basis.kind, "users": basis.users, "description": basis.sentence()}
 
 
-class AccountSerializer(ScoredRecordSerializer):
+class AccountSerializer(ScoredRecordSerializer[ScoredAccount]):
     """An account and its metrics in one workspace. Its engagement score is the mean of its
     users' scores (`score_basis`); its raw score and breakdown are the account's own events."""
 
@@ -408,7 +424,7 @@ class AccountSerializer(ScoredRecordSerializer):
         return account_last_seen(found.score)
 
 
-class UserSerializer(ScoredRecordSerializer):
+class UserSerializer(ScoredRecordSerializer[ScoredUser]):
     """A user and their metrics in one workspace."""
 
     # The instance is a ScoredUser (engagement.presentation).

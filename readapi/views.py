@@ -6,6 +6,8 @@ a view gets workspaces, accounts, users and segments only through its `scoped_*`
 id of another product answers 404.
 """
 
+from typing import cast
+
 from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -23,8 +25,9 @@ from readapi import params as q
 from readapi import segment_serializers as ss
 from readapi import serializers as s
 from readapi import workspace_serializers as ws
-from readapi.authentication import BearerTokenAuthentication, HasApiToken
+from readapi.authentication import BearerTokenAuthentication, HasApiToken, TokenPrincipal
 from readapi.links import Links
+from readapi.models import ApiToken
 from readapi.pagination import Window, envelope_serializer, paginated_response
 from readapi.throttling import TokenRateThrottle
 
@@ -60,8 +63,17 @@ class ReadApiView(ProductScopedView, APIView):
             return super().dispatch(request, *args, **kwargs)
 
     @property
+    def principal(self) -> TokenPrincipal:
+        # BearerTokenAuthentication makes every request's user that reaches a view a token's.
+        return cast(TokenPrincipal, self.request.user)
+
+    @property
+    def token(self) -> ApiToken:
+        return cast(ApiToken, self.request.auth)  # BearerTokenAuthentication's, as principal
+
+    @property
     def product_id(self) -> int:
-        return self.request.user.product_id
+        return self.principal.product_id
 
     def params(self, serializer_class: type[serializers.Serializer]) -> dict:
         """The query parameters, validated (400 with `fields` when not valid)."""
@@ -122,7 +134,7 @@ class WorkspaceListView(ReadApiView):
         workspaces = selectors.workspace_list_for_product(product_id=self.product_id)
         total = workspaces.count()
         page = workspaces[params["offset"] : params["offset"] + params["limit"]]
-        data = ws.WorkspaceSerializer(page, many=True, context=self.context()).data
+        data = ws.WorkspaceSerializer.many_init(page, context=self.context()).data
         return self.page(data, total, params)
 
 
@@ -147,7 +159,7 @@ class WorkspaceDetailView(ReadApiView):
 # --- Accounts ---------------------------------------------------------------------------------
 
 
-class AccountPageMixin:
+class AccountPageMixin(ReadApiView):
     def account_page(self, workspace: Workspace, page, params: dict) -> Response:
         expand = params.get("expand", set())
         segments = {}
@@ -156,7 +168,7 @@ class AccountPageMixin:
                 workspace=workspace, account_ids=[row.account_id for row in page.items]
             )
         context = self.context(workspace=workspace, expand=expand, segments=segments)
-        data = s.AccountSerializer(page.items, many=True, context=context).data
+        data = s.AccountSerializer.many_init(page.items, context=context).data
         return self.page(data, page.total, params)
 
 
@@ -279,7 +291,7 @@ class UserListView(ReadApiView):
                 workspace=workspace, user_ids=[row.user_id for row in page.items]
             )
         context = self.context(workspace=workspace, expand=expand, segments=segments)
-        data = s.UserSerializer(page.items, many=True, context=context).data
+        data = s.UserSerializer.many_init(page.items, context=context).data
         return self.page(data, page.total, params)
 
 
@@ -321,7 +333,7 @@ class SegmentListView(ReadApiView):
         page = selectors.segment_list_for_workspace(
             workspace=workspace, offset=params["offset"], limit=params["limit"]
         )
-        data = ss.SegmentSerializer(page.items, many=True, context=self.context()).data
+        data = ss.SegmentSerializer.many_init(page.items, context=self.context()).data
         return self.page(data, page.total, params)
 
 
@@ -350,5 +362,5 @@ class SegmentMemberListView(ReadApiView):
             segment=segment, offset=params["offset"], limit=params["limit"]
         )
         context = self.context(workspace=segment.workspace)
-        data = ss.SegmentMemberSerializer(page.items, many=True, context=context).data
+        data = ss.SegmentMemberSerializer.many_init(page.items, context=context).data
         return self.page(data, page.total, params)

@@ -1,13 +1,16 @@
 """One database backend, chosen once: every statement that PostgreSQL and SQLite need written
 differently sits behind `DatabaseBackend`, with a PostgreSQL implementation (postgresql.py,
-pg_events.py: COPY, unnest arrays, data-modifying WITH, partitions) and a portable one
-(portable.py: what SQLite, the embedded mode, runs). No other module of engagement reads the
-database vendor; ingestion has its own backend for its tables (ingestion/backends.py).
+pg_events.py: COPY, unnest arrays, data-modifying WITH, partitions; pg_scoring.py: the scoring
+engine's and the history build's own statements) and a portable one (portable.py,
+portable_scoring.py: what SQLite, the embedded mode, runs). No other module of engagement reads
+the database vendor or chooses a statement by it (the scoring dialect spells expressions only);
+ingestion has its own backend for its tables (ingestion/backends.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager
 from datetime import date
 from typing import TYPE_CHECKING
 
@@ -15,7 +18,10 @@ from django.db import connection, models
 
 if TYPE_CHECKING:
     from engagement.event_store import StagedTrackIds, StoredEvents
+    from engagement.history_build import HistoryBuilder
+    from engagement.scoring.aggregation import Target, UserIds
     from engagement.scoring.dialect import Dialect
+    from engagement.scoring.run import ScoringRun, StatementRunner
 
 
 class DatabaseBackend:
@@ -41,7 +47,7 @@ class DatabaseBackend:
         columns: Sequence[str],
         *,
         product_id: int,
-        tracking_ids: Sequence[str],
+        tracking_ids: Collection[str],
         lock: bool,
     ) -> list[tuple]:
         """Rows of one product by tracking id, in id order, locked FOR UPDATE when `lock`."""
@@ -99,6 +105,63 @@ class DatabaseBackend:
         keep every value, their id included. Where the database keeps rows in the order they
         came anyway and its jobs read few (SQLite, the embedded mode), nothing is done."""
         return 0
+
+    # The steps of the scoring engine (engagement/scoring) and the history build
+    # (engagement/history_*) that each database runs its own way: the algorithm is theirs, the
+    # statements here (pg_scoring.py, portable_scoring.py). `cursor`: the job's
+    # (scoring.run.StatementRunner).
+
+    # Whether a job may share its work with a second connection that imports its snapshot and
+    # hands rows back by COPY (scoring.alongside).
+    runs_alongside = False
+
+    def job_settings(self, cursor, settings: Sequence[str]) -> None:
+        """Apply a job's planner settings ("work_mem = '64MB'", ...) for its transaction; where
+        the database has none, nothing."""
+
+    def temp_table_create(self, cursor, name: str, columns: str) -> None:
+        """A job's temporary table (the job drops it: StatementRunner.close)."""
+        raise NotImplementedError
+
+    def planner_method(self, cursor, setting: str, allowed: bool) -> AbstractContextManager[None]:
+        """Within the block, the planner may use the method `setting` ("enable_hashagg") or not,
+        as `allowed`; after it, as before. Where the planner has no such choice, nothing."""
+        raise NotImplementedError
+
+    def temp_tables_analyze(self, cursor, names: Sequence[str]) -> None:
+        """Give the planner the statistics of a job's fresh temporary tables, where it keeps any."""
+
+    def subjects_aggregate(self, run: ScoringRun, target: Target, ids: UserIds | None) -> None:
+        """Fill the target's result table (scoring.aggregation.result_table_create) for every
+        user or account in the run's scope; `ids`: only the users in that range of ids, where
+        the backend runs alongside (scoring.alongside)."""
+        raise NotImplementedError
+
+    def raw_percentiles(
+        self, run: StatementRunner, table: str, raw: str, previous_raw: str, where: str
+    ) -> tuple[float, float]:
+        """formula.percentile_90 of the non-zero values of the columns `raw` and
+        `previous_raw` of `table`'s rows matching `where`, in one pass."""
+        raise NotImplementedError
+
+    def history_day_percentiles(self, builder: StatementRunner) -> None:
+        """eds_h_p90 (created by the caller): formula.percentile_90 of each day's raw scores in
+        eds_h_user_day (which holds only the non-zero ones)."""
+        raise NotImplementedError
+
+    def history_changes_sum(
+        self, builder: HistoryBuilder, changes: str, kinds: tuple[str, ...], extra: dict
+    ) -> None:
+        """eds_h_<kind>_change (created by the caller) of each of `kinds` from `changes`, a
+        SELECT of (user_id, account_id, k, user_points, account_points): each subject's sum of
+        points per day number k (history_recompute.changes_sum_each)."""
+        raise NotImplementedError
+
+    def history_stretches_spread(self, builder: HistoryBuilder, kind: str, stretches: str) -> None:
+        """eds_h_<kind>_day (created by the caller) from `stretches`
+        (history_stretches._stretches_sql): each stretch's raw score on each day of first..last
+        it covers, where it is above 0."""
+        raise NotImplementedError
 
 
 class SegmentStatements:

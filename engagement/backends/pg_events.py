@@ -17,6 +17,7 @@ from engagement.event_store import (
     StoredEvents,
     backfill_before,
     new_names,
+    rollups_merge,
     staged_events_select,
 )
 from engagement.scoring.dialect import Dialect
@@ -39,18 +40,13 @@ _PG_STATEMENTS = [
     f"""INSERT INTO engagement_event (product_id, user_id, account_id, name, timestamp)
         SELECT %(product)s, user_id, account_id, name, {_TS} FROM {_STAGE}""",
     # Their daily rollups, in key order so concurrent workers lock rollup rows in one order.
-    f"""INSERT INTO engagement_eventrollup
-            (product_id, user_id, account_id, account_key, event_name, day, count, last_at,
-             updated_at)
-        SELECT %(product)s, user_id, account_id, COALESCE(account_id, 0), name,
+    rollups_merge(
+        f"""SELECT %(product)s, user_id, account_id, COALESCE(account_id, 0), name,
                ({_TS} AT TIME ZONE 'UTC')::date AS day, count(*), max({_TS}), %(now)s
         FROM {_STAGE}
         GROUP BY user_id, account_id, name, day
-        ORDER BY user_id, name, day, COALESCE(account_id, 0)
-        ON CONFLICT (product_id, user_id, event_name, day, account_key) DO UPDATE SET
-            count = engagement_eventrollup.count + excluded.count,
-            updated_at = excluded.updated_at,
-            last_at = GREATEST(engagement_eventrollup.last_at, excluded.last_at)""",
+        ORDER BY user_id, name, day, COALESCE(account_id, 0)"""
+    ),
     # The product's events per day and name for the overview, appended (see EventDayTally).
     f"""INSERT INTO engagement_eventdaytally (product_id, day, event_name, count)
         SELECT %(product)s, ({_TS} AT TIME ZONE 'UTC')::date AS day, name, count(*)

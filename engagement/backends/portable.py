@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection, models
 from django.utils import timezone
 
 from engagement import bulk
-from engagement.backends import DatabaseBackend, SegmentStatements
+from engagement.backends import DatabaseBackend, SegmentStatements, portable_scoring
 from engagement.event_store import (
+    ROLLUP_ADDED,
     NewEvent,
     StagedTrackIds,
     StoredEvents,
@@ -96,10 +98,7 @@ def _rollups_add(product_id: int, totals: dict[_RollupKey, list], now: datetime)
             for (user_id, key, name, day), (count, last_at) in sorted(totals.items())
         ],
         conflict=("product", "user", "event_name", "day", "account_key"),
-        assignments="""count = engagement_eventrollup.count + excluded.count,
-            updated_at = excluded.updated_at,
-            last_at = CASE WHEN excluded.last_at > engagement_eventrollup.last_at
-                           THEN excluded.last_at ELSE engagement_eventrollup.last_at END""",
+        assignments=ROLLUP_ADDED,
     )
 
 
@@ -303,3 +302,24 @@ class PortableBackend(DatabaseBackend):
                 _PORTABLE_JOIN.format(new=s.new, **names), [s.segment_id, s.at, *s.join_params]
             )
             return cursor.rowcount, left
+
+    def temp_table_create(self, cursor, name: str, columns: str) -> None:
+        cursor.execute(f"CREATE TEMPORARY TABLE {name} ({columns})")
+
+    def planner_method(self, cursor, setting: str, allowed: bool) -> AbstractContextManager[None]:
+        return nullcontext()  # SQLite's planner has no such choice
+
+    def subjects_aggregate(self, run, target, ids) -> None:
+        portable_scoring.subjects_aggregate(run, target, ids)
+
+    def raw_percentiles(self, run, table, raw, previous_raw, where) -> tuple[float, float]:
+        return portable_scoring.raw_percentiles(run, table, raw, previous_raw, where)
+
+    def history_day_percentiles(self, builder) -> None:
+        portable_scoring.history_day_percentiles(builder)
+
+    def history_changes_sum(self, builder, changes, kinds, extra) -> None:
+        portable_scoring.history_changes_sum(builder, changes, kinds, extra)
+
+    def history_stretches_spread(self, builder, kind, stretches) -> None:
+        portable_scoring.history_stretches_spread(builder, kind, stretches)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import date
 
 from django.db import OperationalError, connection, models, transaction
 
-from engagement.backends import DatabaseBackend, SegmentStatements, pg_events
+from engagement.backends import DatabaseBackend, SegmentStatements, pg_events, pg_scoring
 from engagement.event_store import StagedTrackIds, StoredEvents
 from engagement.models import EventRollup
 from engagement.scoring.dialect import Dialect
@@ -222,6 +222,35 @@ class PostgresBackend(DatabaseBackend):
                     return None
                 raise
         return moved
+
+    runs_alongside = True
+
+    def job_settings(self, cursor, settings: Sequence[str]) -> None:
+        pg_scoring.job_settings(cursor, settings)
+
+    def temp_table_create(self, cursor, name: str, columns: str) -> None:
+        pg_scoring.temp_table_create(cursor, name, columns)
+
+    def planner_method(self, cursor, setting: str, allowed: bool) -> AbstractContextManager[None]:
+        return pg_scoring.planner_method(cursor, setting, allowed)
+
+    def temp_tables_analyze(self, cursor, names: Sequence[str]) -> None:
+        pg_scoring.temp_tables_analyze(cursor, names)
+
+    def subjects_aggregate(self, run, target, ids) -> None:
+        pg_scoring.subjects_aggregate(run, target, ids)
+
+    def raw_percentiles(self, run, table, raw, previous_raw, where) -> tuple[float, float]:
+        return pg_scoring.raw_percentiles(run, table, raw, previous_raw, where)
+
+    def history_day_percentiles(self, builder) -> None:
+        pg_scoring.history_day_percentiles(builder)
+
+    def history_changes_sum(self, builder, changes, kinds, extra) -> None:
+        pg_scoring.history_changes_sum(builder, changes, kinds, extra)
+
+    def history_stretches_spread(self, builder, kind, stretches) -> None:
+        pg_scoring.history_stretches_spread(builder, kind, stretches)
 
 
 def _rollups_chunk_order(product_id: int, day: date, low: int | None, high: int | None) -> int:

@@ -87,7 +87,9 @@ class Alongside:
 
 def alongside_possible(job: WorkspaceRun) -> bool:
     """Whether `job` may have work done on another connection (see the module's docstring)."""
-    return bool(settings.SCORING_ACCOUNTS_ALONGSIDE and job.sql.postgres and job.own_transaction)
+    return bool(
+        settings.SCORING_ACCOUNTS_ALONGSIDE and job.backend.runs_alongside and job.own_transaction
+    )
 
 
 def alongside_start(job: WorkspaceRun, compute: Callable[[], bytes]) -> Alongside | None:

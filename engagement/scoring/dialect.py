@@ -118,8 +118,7 @@ class Dialect:
             item = f"'[' || {name} || ',' || {alias}.counted || ',' || {alias}.weight || ']'"
             order = "" if arrives_in_name_order else f" ORDER BY {alias}.event_name"
             return (
-                f"'[' || COALESCE(string_agg({item}, ','{order}) FILTER (WHERE {where}), '') "
-                "|| ']'"
+                f"'[' || COALESCE(string_agg({item}, ','{order}) FILTER (WHERE {where}), '') || ']'"
             )
         return (
             f"json_group_array(json_array({alias}.event_name, {alias}.counted, {alias}.weight)) "

@@ -82,23 +82,41 @@ def _per_score(run: ScoringRun, sql: str) -> list[tuple]:
 
 
 def user_rows(run: ScoringRun, *, among_candidates: bool = False) -> ScoreRows:
-    """The workspace's user score rows (or its candidates'): how many, how many active, how
-    many per score."""
-    among = "AND user_id IN (SELECT user_id FROM eds_t_candidate_user)" if among_candidates else ""
+    """The workspace's user score rows (or its candidates'): how many, how many active (with
+    events in the window), how many per score."""
+    rows, active, scores = _score_rows(run, "user", "events_in_window > 0", among_candidates)
+    return ScoreRows(users=rows, active_users=active, user_scores=scores)
+
+
+def account_rows(run: ScoringRun, *, among_candidates: bool = False) -> ScoreRows:
+    """The workspace's account score rows (or its candidates'): how many, how many active
+    (with an active user), how many per score."""
+    rows, active, scores = _score_rows(run, "account", "active_users > 0", among_candidates)
+    return ScoreRows(accounts=rows, active_accounts=active, account_scores=scores)
+
+
+def _score_rows(
+    run: ScoringRun, kind: str, active: str, among_candidates: bool
+) -> tuple[int, int, list[int]]:
+    """The workspace's score rows of `kind` ("user" or "account"), or its candidates' (table
+    eds_t_candidate_<kind>): how many, how many `active` (a condition on the row), how many
+    per score."""
+    key = f"{kind}_id"
+    among = f"AND {key} IN (SELECT {key} FROM eds_t_candidate_{kind})" if among_candidates else ""
     per_score = _per_score(
         run,
         f"""
-        SELECT engagement_score, COUNT(*), COUNT(CASE WHEN events_in_window > 0 THEN 1 END)
-        FROM engagement_userscore WHERE workspace_id = %(ws)s {among}
+        SELECT engagement_score, COUNT(*), COUNT(CASE WHEN {active} THEN 1 END)
+        FROM engagement_{kind}score WHERE workspace_id = %(ws)s {among}
         GROUP BY engagement_score
         """,
     )
-    found = ScoreRows()
-    for score, users, active in per_score:
-        found.users += int(users)
-        found.active_users += int(active)
-        found.user_scores[_score_index(score)] += int(users)
-    return found
+    rows, active_rows, scores = 0, 0, _no_scores()
+    for score, count, active_count in per_score:
+        rows += int(count)
+        active_rows += int(active_count)
+        scores[_score_index(score)] += int(count)
+    return rows, active_rows, scores
 
 
 def rescored_user_scores(run: ScoringRun) -> list[int]:
@@ -119,30 +137,6 @@ def rescored_user_scores(run: ScoringRun) -> list[int]:
     for score, moved in run.cursor.fetchall():
         change[_score_index(score)] += int(moved)
     return change
-
-
-def account_rows(run: ScoringRun, *, among_candidates: bool = False) -> ScoreRows:
-    """The workspace's account score rows (or its candidates'): how many, how many active,
-    how many per score."""
-    among = (
-        "AND account_id IN (SELECT account_id FROM eds_t_candidate_account)"
-        if among_candidates
-        else ""
-    )
-    per_score = _per_score(
-        run,
-        f"""
-        SELECT engagement_score, COUNT(*), COUNT(CASE WHEN active_users > 0 THEN 1 END)
-        FROM engagement_accountscore WHERE workspace_id = %(ws)s {among}
-        GROUP BY engagement_score
-        """,
-    )
-    found = ScoreRows()
-    for score, accounts, active in per_score:
-        found.accounts += int(accounts)
-        found.active_accounts += int(active)
-        found.account_scores[_score_index(score)] += int(accounts)
-    return found
 
 
 def _created(run: ScoringRun, table: str, after: datetime | None, through: datetime) -> int:

@@ -6,7 +6,6 @@ over the workspace or, after an incremental refresh, from the kept per-score his
 
 from __future__ import annotations
 
-from engagement.scoring.formula import percentile_90
 from engagement.scoring.run import ScoringRun
 
 
@@ -14,24 +13,7 @@ def percentiles(
     run: ScoringRun, table: str, raw: str, previous_raw: str, where: str = "1 = 1"
 ) -> tuple[float, float]:
     """p90 of the non-zero raw scores, now and one period earlier, in one pass."""
-    if run.sql.postgres:
-        run.run(
-            f"""
-            SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY {raw})
-                    FILTER (WHERE {raw} > 0),
-                percentile_cont(0.9) WITHIN GROUP (ORDER BY {previous_raw})
-                    FILTER (WHERE {previous_raw} > 0)
-            FROM {table} WHERE {where}
-            """
-        )
-        now, before = run.cursor.fetchone()
-        return float(now or 0), float(before or 0)
-    run.run(f"SELECT {raw}, {previous_raw} FROM {table} WHERE {where}")
-    rows = run.cursor.fetchall()
-    return (
-        percentile_90([row[0] for row in rows if row[0] > 0]),
-        percentile_90([row[1] for row in rows if row[1] > 0]),
-    )
+    return run.backend.raw_percentiles(run, table, raw, previous_raw, where)
 
 
 def renormalise_users(run: ScoringRun) -> None:

@@ -306,21 +306,13 @@ def _candidates_add(run: ScoringRun, kind: str, column: str, source: str) -> Non
 
 def _users_rescore_changed(run: ScoringRun) -> ScoreRows:
     """Rescore the candidate users in scope; returns how the workspace's user rows changed."""
-    run.temp("eds_t_scope_user", "user_id BIGINT PRIMARY KEY")
-    in_scope = (
-        """
-        WHERE EXISTS (SELECT 1 FROM engagement_membership m
+    _scope_from_candidates(
+        run,
+        "user",
+        in_scope="""EXISTS (SELECT 1 FROM engagement_membership m
             JOIN eds_t_match_account a ON a.account_id = m.account_id
-            WHERE m.user_id = c.user_id)
-        """
-        if run.filtered
-        else ""
+            WHERE m.user_id = c.user_id)""",
     )
-    run.run(
-        f"INSERT INTO eds_t_scope_user (user_id) "
-        f"SELECT c.user_id FROM eds_t_candidate_user c {in_scope}"
-    )
-    run.analyze("eds_t_scope_user")
     # Only the candidates' rows are written or deleted: the kept figures move by their change,
     # and by the moves of the users re-normalised to a new p90.
     users_before = user_rows(run, among_candidates=True)
@@ -330,13 +322,21 @@ def _users_rescore_changed(run: ScoringRun) -> ScoreRows:
     renormalise_users(run)
     users_change = user_rows(run, among_candidates=True) - users_before
     users_change.user_scores = scores_added(users_change.user_scores, rescored_user_scores(run))
-    _ranks_update(
-        run,
-        "user",
-        touched=_TOUCHED_USERS,
-        change=users_change,
-    )
+    _ranks_update(run, "user", touched=_TOUCHED_USERS, change=users_change)
     return users_change
+
+
+def _scope_from_candidates(run: ScoringRun, kind: str, *, in_scope: str) -> None:
+    """eds_t_scope_<kind>: the candidates of `kind` (alias c) that are in scope, `in_scope`
+    deciding under an account filter."""
+    key = f"{kind}_id"
+    run.temp(f"eds_t_scope_{kind}", f"{key} BIGINT PRIMARY KEY")
+    where = f"WHERE {in_scope}" if run.filtered else ""
+    run.run(
+        f"INSERT INTO eds_t_scope_{kind} ({key}) "
+        f"SELECT c.{key} FROM eds_t_candidate_{kind} c {where}"
+    )
+    run.analyze(f"eds_t_scope_{kind}")
 
 
 def _ranks_update(run: ScoringRun, kind: str, *, touched: str, change: ScoreRows) -> None:
@@ -379,25 +379,14 @@ def _accounts_rescore_changed(run: ScoringRun) -> ScoreRows:
             "h.ancestor_id",
             "eds_t_lineage h JOIN eds_t_candidate_account c ON c.account_id = h.account_id",
         )
-    run.temp("eds_t_scope_account", "account_id BIGINT PRIMARY KEY")
-    account_in_scope = (
-        "WHERE c.account_id IN (SELECT account_id FROM eds_t_match_account)" if run.filtered else ""
+    _scope_from_candidates(
+        run, "account", in_scope="c.account_id IN (SELECT account_id FROM eds_t_match_account)"
     )
-    run.run(
-        f"INSERT INTO eds_t_scope_account (account_id) "
-        f"SELECT c.account_id FROM eds_t_candidate_account c {account_in_scope}"
-    )
-    run.analyze("eds_t_scope_account")
     accounts_before = account_rows(run, among_candidates=True)
     delete_out_of_scope(run, "account", among_candidates=True)
     aggregate(run, ACCOUNTS)
     aggregate_account_members(run)
     write_accounts(run)
     accounts_change = account_rows(run, among_candidates=True) - accounts_before
-    _ranks_update(
-        run,
-        "account",
-        touched=_TOUCHED_ACCOUNTS,
-        change=accounts_change,
-    )
+    _ranks_update(run, "account", touched=_TOUCHED_ACCOUNTS, change=accounts_change)
     return accounts_change

@@ -43,13 +43,14 @@ class StatementRunner:
     (engagement.history_build.HistoryBuilder) both run through it."""
 
     def __init__(self, params: dict, *, local_settings: tuple[str, ...] = ()) -> None:
-        self.sql = database_backend().dialect
+        # The database's own statements for the steps it runs its own way (aggregation,
+        # percentiles, the history's passes), and its SQL expressions.
+        self.backend = database_backend()
+        self.sql = self.backend.dialect
         self.params = params
         self.cursor = connection.cursor()
         self._temp_tables: list[str] = []
-        if self.sql.postgres:
-            for setting in local_settings:
-                self.cursor.execute(f"SET LOCAL {setting}")
+        self.backend.job_settings(self.cursor, local_settings)
 
     def run(self, sql: str, extra: dict | None = None) -> int:
         params = {**self.params, **(extra or {})}
@@ -67,11 +68,7 @@ class StatementRunner:
     def temp(self, name: str, columns: str) -> None:
         """Create (or empty) a temporary table that close() drops."""
         self.cursor.execute(f"DROP TABLE IF EXISTS {name}")
-        # On PostgreSQL also ON COMMIT DROP: should close() never run (an error), the table still
-        # ends with the job's transaction, and no session state outlives it (a transaction
-        # pooler may give the next transaction this server session).
-        on_commit = " ON COMMIT DROP" if self.sql.postgres else ""
-        self.cursor.execute(f"CREATE TEMPORARY TABLE {name} ({columns}){on_commit}")
+        self.backend.temp_table_create(self.cursor, name, columns)
         if name not in self._temp_tables:
             self._temp_tables.append(name)
 
@@ -80,7 +77,7 @@ class StatementRunner:
         """Within the block, PostgreSQL may hash-aggregate or not; after it, as before. For the
         statements whose groups arrive in order, or whose groups fit in memory, where the
         job's setting (a score refresh turns hashing off, see ScoringRun) does not suit."""
-        with self._planner_method("enable_hashagg", allowed):
+        with self.backend.planner_method(self.cursor, "enable_hashagg", allowed):
             yield
 
     @contextmanager
@@ -88,28 +85,13 @@ class StatementRunner:
         """Within the block, PostgreSQL may join by hashing or not; after it, as before. Without,
         a million users are joined by merging their rows in user order, each side read in
         that order, so the statement also meets (and writes) rows in that order."""
-        with self._planner_method("enable_hashjoin", allowed):
+        with self.backend.planner_method(self.cursor, "enable_hashjoin", allowed):
             yield
-
-    @contextmanager
-    def _planner_method(self, setting: str, allowed: bool) -> Iterator[None]:
-        if not self.sql.postgres:
-            yield
-            return
-        self.cursor.execute(f"SHOW {setting}")
-        before = "on" if self.cursor.fetchone()[0] == "on" else "off"
-        self.cursor.execute(f"SET LOCAL {setting} = {'on' if allowed else 'off'}")
-        try:
-            yield
-        finally:
-            self.cursor.execute(f"SET LOCAL {setting} = {before}")
 
     def analyze(self, *names: str) -> None:
-        # Fresh temp tables have no statistics; the planner needs them to pick index lookups
-        # for a handful of changed users and hash joins for a million.
-        if self.sql.postgres:
-            for name in names:
-                self.cursor.execute(f"ANALYZE {name}")
+        """Statistics of fresh temporary tables, for the planner to choose between index
+        lookups for a handful of changed users and hash joins for a million."""
+        self.backend.temp_tables_analyze(self.cursor, names)
 
     def close(self) -> None:
         """Drop this job's temporary tables: the connection outlives the job."""
@@ -172,7 +154,7 @@ class WorkspaceRun(StatementRunner):
         features = workspace_features(workspace_id=self.workspace.id)
         if features:
             # Adoption is the share of features used; an event's feature by number, looked up
-            # like the weights (table eds_t_feature on SQLite, %(features)s on PostgreSQL).
+            # like the weights (table eds_t_feature, or the %(features)s JSON: backends).
             feature_of = {
                 event: number
                 for number, events in enumerate(features.values())
@@ -323,28 +305,3 @@ class ScoringRun(WorkspaceRun):
             self.temp("eds_t_scope_account", "account_id BIGINT PRIMARY KEY")
             self.run("INSERT INTO eds_t_scope_account SELECT account_id FROM eds_t_match_account")
             self.analyze("eds_t_scope_account")
-
-    def load_quoted_names(self) -> str:
-        """PostgreSQL: the product's event names with their JSON text, as the %(quoted_names)s
-        JSON object the breakdown looks them up in (dialect.breakdown); returns that parameter.
-
-        Escaped once per refresh: `to_json` on each of the users' 7.8 million (user, event)
-        groups was a fifth of the users' aggregation (docs/benchmarks.md). PostgreSQL escapes
-        them here too, so the text is the same as the name escaped where it is used."""
-        if "quoted_names" not in self.params:
-            self.params["quoted_names"] = self.scalar(
-                "SELECT CAST(COALESCE(jsonb_object_agg(name, to_json(name)::text), '{}') AS TEXT) "
-                "FROM engagement_eventname WHERE product_id = %(product)s"
-            )
-        return "%(quoted_names)s"
-
-    def weight_of(self, event_name: str) -> str:
-        """The workspace's weight of an event name (1 when unlisted), on PostgreSQL.
-
-        A lookup in a JSON object bound once per statement rather than a join: a hash join
-        with the weights would lose the user order the rollups stream in, and the planner
-        would then sort millions of rows again before the per-user aggregation. It is a column
-        of the per-event grouping (aggregation._event_lookups), so it is computed once per
-        subject and event name, not once for every reference to it in the outer aggregates.
-        """
-        return f"COALESCE(CAST(CAST(%(weights)s AS JSONB) ->> {event_name} AS INTEGER), 1)"

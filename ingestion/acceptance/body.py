@@ -7,6 +7,7 @@ import json
 import re
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -136,7 +137,7 @@ def parse_json_object(body: bytes, *, exact: bool = False) -> Reading:
     return Reading(data, scan_strings, exact)
 
 
-def messages_json(messages: list[dict]) -> str:
+def messages_json(messages: list[Any]) -> str:
     """The JSON text the store writes for accepted messages: orjson's, ten times faster than
     json.dumps, which stays for the one thing orjson refuses that the rules let in, an integer
     beyond 64 bits in traits (traits nest at most 32 levels, so it never recurses deeply)."""

@@ -4,8 +4,9 @@ take (see docs/ingestion.md, "What is accepted")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from ingestion.acceptance.body import InexactReading, Reading, json_size_bytes
 from ingestion.acceptance.errors import FieldErrors
@@ -70,18 +71,18 @@ def traits_problem(traits: dict, reading: Reading) -> str | None:
     recursion (a body may nest deeper than Python recurses). Raises `InexactReading` at a number
     orjson may have read inexactly."""
     scan_strings = reading.scan_strings
-    pending: list[tuple[object, int]] = [(traits, 1)]
+    pending: list[tuple[Any, int]] = [(traits, 1)]
     while pending:
         value, depth = pending.pop()
         if depth > MAX_TRAITS_DEPTH:
             return f"Must nest at most {MAX_TRAITS_DEPTH} levels deep."
         if value.__class__ is dict:
-            for name in value:  # type: ignore[attr-defined]
+            for name in value:
                 if len(name) > MAX_TRAIT_NAME_LENGTH:
                     return f"Trait names must be at most {MAX_TRAIT_NAME_LENGTH} characters."
                 if scan_strings and (problem := string_problem(name)):
                     return problem
-            children = value.values()  # type: ignore[attr-defined]
+            children: Iterable[Any] = value.values()
         else:
             children = value  # a list
         for child in children:
@@ -193,7 +194,7 @@ class Clock:
 def _is_number(value: object) -> bool:
     """Whether a time was sent as a number (or its digits), not as ISO 8601."""
     if value.__class__ is str:
-        return value.strip().lstrip("-").isdigit()  # type: ignore[attr-defined]
+        return value.strip().lstrip("-").isdigit()
     return True
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
+from typing import Any
 
 from engagement.presentation import PARENT_TRAIT
 from ingestion.acceptance import fields
@@ -53,7 +54,7 @@ def _kept(message_type: str, ts: int, *values: tuple[str, object]) -> dict:
 
 def _account_of_event(
     data: Mapping, names: Mapping[str, str], errors: FieldErrors, reading: Reading
-):
+) -> str | None:
     """The account an event belongs to: `context.groupId`, else the top-level group id."""
     context = data.get("context")
     if context is not None:
@@ -186,7 +187,7 @@ def _alias(data: Mapping, ts: int, errors: FieldErrors, reading: Reading) -> dic
     return {"type": "alias", "timestamp": ts, "userId": user_id, "previousId": previous_id}
 
 
-def _tidied_segment_type(message_type: object) -> str:
+def _tidied_segment_type(message_type: Any) -> str:
     """A type the SDKs do not send exactly as listed, tidied (case, spaces); a missing or blank
     type breaks the field rules. The answer may still be no supported type."""
     if message_type.__class__ is not str or not message_type.strip():

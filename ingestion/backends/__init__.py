@@ -8,7 +8,7 @@ other module of ingestion reads the database vendor (tests/engagement/test_backe
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django.db import connection
 
@@ -19,8 +19,11 @@ if TYPE_CHECKING:
     from ingestion.services.queue import ClaimedBatch, ClaimedRequest, ClaimedUnderKeys
     from ingestion.store import StoredRow
 
+# The claim a backend makes (requests_claim) and is handed back (delete, wait, tally).
+Batch = TypeVar("Batch", bound="ClaimedBatch")
 
-class IngestionBackend:
+
+class IngestionBackend(Generic[Batch]):
     """The vendor-specific steps of ingestion; the implementations store and apply alike."""
 
     vendor = ""
@@ -42,10 +45,10 @@ class IngestionBackend:
         async driver (PostgreSQL); None where the door writes on a thread (SQLite)."""
         return None
 
-    def requests_claim(self, limit: int) -> ClaimedBatch:
+    def requests_claim(self, limit: int) -> Batch:
         raise NotImplementedError
 
-    def claimed_delete(self, batch: ClaimedBatch) -> None:
+    def claimed_delete(self, batch: Batch) -> None:
         raise NotImplementedError
 
     def requests_apply_together(
@@ -58,11 +61,11 @@ class IngestionBackend:
         """Apply these requests (or every claimed row under these keys) once `turn` returns."""
         raise NotImplementedError
 
-    def earlier_drains_wait(self, batch: ClaimedBatch) -> None:
+    def earlier_drains_wait(self, batch: Batch) -> None:
         """Return once the drains holding rows this claim must be applied after have ended
         (there are none where drains never overlap)."""
 
-    def accepted_tally(self, batch: ClaimedBatch) -> None:
+    def accepted_tally(self, batch: Batch) -> None:
         raise NotImplementedError
 
     def drain_commit_relaxed(self) -> None:
@@ -75,10 +78,10 @@ class IngestionBackend:
         raise NotImplementedError
 
 
-_chosen: dict[str, IngestionBackend] = {}
+_chosen: dict[str, IngestionBackend[Any]] = {}
 
 
-def ingestion_backend() -> IngestionBackend:
+def ingestion_backend() -> IngestionBackend[Any]:
     """The backend of the default connection's database: PostgreSQL, or portable (SQLite)."""
     vendor = connection.vendor
     if vendor not in _chosen:

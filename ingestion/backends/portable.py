@@ -12,7 +12,7 @@ from ingestion.models import DroppedRequest
 from ingestion.services import apply, queue
 
 
-class PortableIngestion(IngestionBackend):
+class PortableIngestion(IngestionBackend[queue.LoadedClaim]):
     vendor = "sqlite"
 
     def accepted_rows_write(self, rows: list[store.StoredRow]) -> None:

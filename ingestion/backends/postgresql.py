@@ -17,7 +17,7 @@ from ingestion.pg_copy import EventLoopCopy
 from ingestion.services import apply, drops, queue
 
 
-class PostgresIngestion(IngestionBackend):
+class PostgresIngestion(IngestionBackend[queue.SessionClaim]):
     vendor = "postgresql"
     copy_commits_alone = True
     applies_through_staging = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from django.db import OperationalError, transaction
 
@@ -119,7 +120,10 @@ def apply_staged(
     if result.refused_parents:
         by_id = {r.id: r for r in (under_keys.requests() if under_keys else requests)}
         drops_record(
-            [parent_refused_drop(by_id[r.source], product_id, r) for r in result.refused_parents]
+            [
+                parent_refused_drop(by_id[cast(int, r.source)], product_id, r)
+                for r in result.refused_parents
+            ]
         )
 
 
@@ -130,7 +134,7 @@ def apply_loaded(
     `turn` returns (DrainApply.turn)."""
     turn()
     # Which request each message came in (a message is one object in one request's list).
-    request_of = {id(m): r for r in requests for m in r.messages}
+    request_of = {id(m): r for r in requests for m in r.loaded_messages}
     kept = messages_unsuppressed(product_id, requests)
     _apply_loaded(product_id, kept, lambda message: request_of[id(message)])
 
@@ -151,7 +155,13 @@ def _apply_loaded(
         ],
     )
     if result.refused_parents:
-        drops_record([parent_refused_drop(r.source, product_id, r) for r in result.refused_parents])
+        # The source of each message is the request it came in (to_domain's second argument).
+        drops_record(
+            [
+                parent_refused_drop(cast(ClaimedRequest, r.source), product_id, r)
+                for r in result.refused_parents
+            ]
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from ingestion import acceptance
@@ -240,7 +241,7 @@ def staged_messages_claim(*, product_id: int, staged: SessionTable) -> None:
 
 
 def _staged_claim(
-    cursor, staged: SessionTable, params: dict
+    cursor: CursorWrapper, staged: SessionTable, params: dict
 ) -> tuple[int, int, SessionTable | None]:
     """Run _CLAIM_STAGED: (ids claimed, staged messages with an id, and after the statement
     that skips seen ids the table of the keys it claimed; None after the plain insert, which

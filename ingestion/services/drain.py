@@ -185,6 +185,7 @@ def _drops_and_work_by_product(
         if drop is not None:
             drops.append(drop)
         else:
+            assert key is not None  # key_drop drops a request whose key is unknown
             drops.extend(marker_drops(request, key.product_id))
             by_product[key.product_id].append(request)
     work: dict[int, _ProductWork] = {}

@@ -142,6 +142,8 @@ def drops_record(drops: list[DroppedRequest]) -> None:
     logged = []
     for drop in drops:
         if drop.reason == acceptance.DROP_ANONYMOUS:
+            # A drop's product is None only for an unknown key, never for an anonymous message.
+            assert drop.product_id is not None
             day = drop.received_at.astimezone(UTC).date()
             anonymous[(drop.product_id, drop.key_fingerprint, day)] += drop.message_count
         else:

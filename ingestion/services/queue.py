@@ -55,6 +55,13 @@ class ClaimedRequest:
     places: tuple[int, int] = (1, _LAST_PLACE)
 
     @property
+    def loaded_messages(self) -> list:
+        """Its messages, on a route that loads them (the generic one): never None there."""
+        if self.messages is None:
+            raise ValueError(f"accepted request {self.id}: its messages were not loaded")
+        return self.messages
+
+    @property
     def received_at(self) -> datetime:
         if isinstance(self.received, datetime):
             return self.received

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db import connection
 
@@ -57,7 +58,9 @@ def suppressed_lookup(product_id: int) -> Suppressed | None:
     return Suppressed(product_id, hashes) if hashes else None
 
 
-def _drop(product_id: int, endpoint: str, digest: str, received_at, count: int) -> DroppedRequest:
+def _drop(
+    product_id: int, endpoint: str, digest: str, received_at: datetime, count: int
+) -> DroppedRequest:
     return DroppedRequest(
         product_id=product_id,
         endpoint=endpoint,
@@ -74,9 +77,10 @@ def messages_unsuppressed(
 ) -> list[dict]:
     """The requests' messages (or `messages`, all of the one request) less those for suppressed
     tracking ids, which are recorded as drops."""
+    by_request: list[tuple[ClaimedRequest, Sequence[dict]]]
     if messages is None:
-        messages = [m for r in requests for m in r.messages]
-        by_request = [(r, r.messages) for r in requests]
+        messages = [m for r in requests for m in r.loaded_messages]
+        by_request = [(r, r.loaded_messages) for r in requests]
     else:
         by_request = [(requests[0], messages)]
     suppressed = suppressed_lookup(product_id)

@@ -80,6 +80,21 @@ def test_a_revoked_remembered_token_is_replaced(db, client):
     assert ApiToken.objects.filter(name="demo (make run)", revoked_at__isnull=True).count() == 1
 
 
+def test_a_demo_product_whose_workspace_was_deleted_gets_one_again(db, client):
+    run_demo()
+    Workspace.objects.filter(product__name="Demo product").delete()
+
+    printed = run_demo()
+
+    workspace = Workspace.objects.get(product__name="Demo product")
+    assert f"(workspace {workspace.id})" in printed
+    response = client.get(
+        f"/v2/accounts?workspace_id={workspace.id}",
+        HTTP_AUTHORIZATION=f"Bearer {printed_token(printed)}",
+    )
+    assert response.status_code == 200
+
+
 def test_new_token_revokes_the_previous_one(db):
     first = printed_token(run_demo())
     out = StringIO()

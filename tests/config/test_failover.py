@@ -193,8 +193,7 @@ def _scoring(server: Cluster) -> tuple[datetime | None, int, int]:
     """When the workspace was last scored, the users scored then, and the users there are."""
     with psycopg.connect(server.url("eds"), connect_timeout=3) as conn:
         refreshed_at, scored = conn.execute(
-            "SELECT max(refreshed_at), coalesce(max(scored_users), 0)"
-            " FROM engagement_scoringstate"
+            "SELECT max(refreshed_at), coalesce(max(scored_users), 0) FROM engagement_scoringstate"
         ).fetchone()
         (users,) = conn.execute("SELECT count(*) FROM engagement_user").fetchone()
     return refreshed_at, scored, users
@@ -221,8 +220,20 @@ def test_every_process_goes_through_two_primary_failovers(broker, tmp_path):
         tenant = json.loads(_manage(env, "create_product", "Acme", "--json"))
         port = free_port()
         web = _start(
-            ["uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-             "--workers", "2", "--loop", "uvloop", "--http", "httptools"],
+            [
+                "uvicorn",
+                "config.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+                "--loop",
+                "uvloop",
+                "--http",
+                "httptools",
+            ],
             env,
             tmp_path / "web.log",
         )
@@ -232,8 +243,16 @@ def test_every_process_goes_through_two_primary_failovers(broker, tmp_path):
             tmp_path / "worker.log",
         )
         beat = _start(
-            ["celery", "-A", "config", "beat", "--loglevel", "WARNING",
-             "--schedule", str(tmp_path / "beat-schedule")],
+            [
+                "celery",
+                "-A",
+                "config",
+                "beat",
+                "--loglevel",
+                "WARNING",
+                "--schedule",
+                str(tmp_path / "beat-schedule"),
+            ],
             env,
             tmp_path / "beat.log",
         )
@@ -247,9 +266,7 @@ def test_every_process_goes_through_two_primary_failovers(broker, tmp_path):
             # not reach it to demote it), until it crashes too.
             first.rebuild_as_standby_of(second)
             _make_synchronous(second)
-            reports[PROMOTED_FIRST] = _fail_over(
-                second, first, port, tenant, PROMOTED_FIRST, "b"
-            )
+            reports[PROMOTED_FIRST] = _fail_over(second, first, port, tenant, PROMOTED_FIRST, "b")
             # Nothing of the first failover was lost or repeated in the second.
             stored = _events_per_user(first)
             accepted = set().union(*(report.pop("accepted") for report in reports.values()))
@@ -286,8 +303,9 @@ def _make_synchronous(primary: Cluster) -> None:
         conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
         conn.execute("SELECT pg_reload_conf()")
         wait_for(
-            lambda: conn.execute("SELECT sync_state FROM pg_stat_replication").fetchone()[0]
-            == "sync"
+            lambda: (
+                conn.execute("SELECT sync_state FROM pg_stat_replication").fetchone()[0] == "sync"
+            )
         )
 
 
@@ -356,9 +374,7 @@ def _fail_over(
         "seconds_without_a_202": round(first_202_after - last_202_before, 2),
         "seconds_to_drain_after_sending": round(drained_at - sent_until, 2),
         "seconds_to_score_after_sending": round(scored_at - sent_until, 2),
-        "slowest_answer_seconds": round(
-            max(a.answered_at - a.sent_at for a in answers + reads), 2
-        ),
+        "slowest_answer_seconds": round(max(a.answered_at - a.sent_at for a in answers + reads), 2),
     }
 
 

@@ -26,8 +26,20 @@ def test_uvicorn_and_a_worker_in_production_mode(broker_url, tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     web = spawn(
-        ["uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "3", "--loop", "uvloop", "--http", "httptools"],
+        [
+            "uvicorn",
+            "config.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "3",
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+        ],
         env,
     )
     worker = spawn(

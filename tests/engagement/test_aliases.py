@@ -30,9 +30,7 @@ ANN = "ann"
 
 def alias(previous: str, user: str, *, days_ago: float = 0) -> list[Message]:
     return [
-        Message(
-            message_type="alias", timestamp_ms=ms(days_ago), user_id=user, previous_id=previous
-        )
+        Message(message_type="alias", timestamp_ms=ms(days_ago), user_id=user, previous_id=previous)
     ]
 
 

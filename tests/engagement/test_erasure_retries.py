@@ -243,9 +243,7 @@ def test_a_running_erasure_left_by_a_lost_task_restarts_its_clock_when_queued(ac
     its start moves to the time it was queued, so the next sweep does not queue it twice."""
     erasure = request(acme, ada)
     long_ago = timezone.now() - ERASURE_STALLED_AFTER - timedelta(minutes=1)
-    Erasure.objects.filter(id=erasure.id).update(
-        status=Erasure.Status.RUNNING, started_at=long_ago
-    )
+    Erasure.objects.filter(id=erasure.id).update(status=Erasure.Status.RUNNING, started_at=long_ago)
     assert erasures_stalled_requeue() == 1
     assert erasures_stalled_requeue() == 0
     assert Erasure.objects.get(id=erasure.id).started_at > long_ago

@@ -16,7 +16,6 @@ from engagement.history import (
     user_score_history,
 )
 from engagement.history_build import HistoryBuilder
-from engagement.history_percentiles import day_percentiles
 from engagement.models import (
     Account,
     AccountScore,
@@ -429,7 +428,10 @@ def build(
 ) -> None:
     with transaction.atomic():
         builder = HistoryBuilder(
-            workspace=workspace, first=first, last=day(1), stored_until=stored_until,
+            workspace=workspace,
+            first=first,
+            last=day(1),
+            stored_until=stored_until,
             own_transaction=own_transaction,
         )
         try:
@@ -533,7 +535,7 @@ def test_each_days_p90_is_the_scoring_percentile_of_its_raw_scores(acme, raws):
         builder.cursor.executemany(
             "INSERT INTO eds_h_user_day (user_id, day, raw) VALUES (%s, %s, %s)", rows
         )
-        day_percentiles(builder)
+        builder.day_percentiles()
         builder.cursor.execute("SELECT day, p90 FROM eds_h_p90")
         p90s = {str(row_day): p90 for row_day, p90 in builder.cursor.fetchall()}
     finally:

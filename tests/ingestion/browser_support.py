@@ -158,7 +158,10 @@ def service(mode: str, tmp_path: Path, broker_url: str) -> Iterator[RunningServi
         }
         subprocess.run(  # noqa: S603
             [".venv/bin/python", "manage.py", "migrate", "--noinput", "-v", "0"],
-            cwd=ROOT, env=env, check=True, timeout=300,
+            cwd=ROOT,
+            env=env,
+            check=True,
+            timeout=300,
         )
         made = _create_product(env)
         processes = [spawn(["honcho", "start", "-f", "Procfile", "-e", "/dev/null"], env)]
@@ -167,14 +170,39 @@ def service(mode: str, tmp_path: Path, broker_url: str) -> Iterator[RunningServi
         made = _create_product(env)
         processes = [
             spawn(
-                ["uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-                 "--workers", "2", "--loop", "uvloop", "--http", "httptools"],
+                [
+                    "uvicorn",
+                    "config.asgi:application",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--workers",
+                    "2",
+                    "--loop",
+                    "uvloop",
+                    "--http",
+                    "httptools",
+                ],
                 env,
             ),
-            spawn(["celery", "-A", "config", "worker", "--concurrency", "2",
-                   "--loglevel", "WARNING"], env),
-            spawn(["celery", "-A", "config", "beat", "--loglevel", "WARNING",
-                   "--schedule", str(tmp_path / "beat-schedule")], env),
+            spawn(
+                ["celery", "-A", "config", "worker", "--concurrency", "2", "--loglevel", "WARNING"],
+                env,
+            ),
+            spawn(
+                [
+                    "celery",
+                    "-A",
+                    "config",
+                    "beat",
+                    "--loglevel",
+                    "WARNING",
+                    "--schedule",
+                    str(tmp_path / "beat-schedule"),
+                ],
+                env,
+            ),
         ]
     url = f"http://127.0.0.1:{port}"
     try:

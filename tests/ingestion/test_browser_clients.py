@@ -136,8 +136,10 @@ def test_analytics_next_unchanged(running, tmp_path):
     with page_server(site) as origin:
         failed, errors = browse(
             f"{origin}/index.html",
-            lambda page, context: page.wait_for_function("window.done", timeout=20_000)
-            or page.evaluate("window.done"),
+            lambda page, context: (
+                page.wait_for_function("window.done", timeout=20_000)
+                or page.evaluate("window.done")
+            ),
         )
 
     assert failed == [] and errors == []

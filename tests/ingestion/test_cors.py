@@ -123,9 +123,7 @@ def test_the_read_api_and_the_dashboard_send_no_cors_headers(acme, client):
     for path in ("/api/v1/accounts", f"/w/{acme.workspace.id}/"):
         response = client.get(path, HTTP_ORIGIN=PAGE, HTTP_AUTHORIZATION=acme.bearer)
         assert not response.has_header("Access-Control-Allow-Origin"), path
-        preflight = client.options(
-            path, HTTP_ORIGIN=PAGE, HTTP_ACCESS_CONTROL_REQUEST_METHOD="GET"
-        )
+        preflight = client.options(path, HTTP_ORIGIN=PAGE, HTTP_ACCESS_CONTROL_REQUEST_METHOD="GET")
         assert not preflight.has_header("Access-Control-Allow-Origin"), path
 
 

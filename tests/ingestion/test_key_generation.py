@@ -11,4 +11,3 @@ def test_no_new_ingestion_key_begins_with_a_dash_or_underscore():
     assert len(set(keys)) == len(keys) and all(len(key) == 43 for key in keys)
     # The URL-safe alphabet is kept inside a key.
     assert any("-" in key or "_" in key for key in keys)
-

@@ -195,7 +195,7 @@ def run_schemathesis(live_door, tmp_path, *args: str, max_examples: int = 10) ->
     hooks.write_text(HOOKS)
     # 413 (a batch of too many items) is as much a refusal as a 400.
     (tmp_path / "schemathesis.toml").write_text(
-        '[checks.negative_data_rejection]\nexpected-statuses = '
+        "[checks.negative_data_rejection]\nexpected-statuses = "
         '["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", '
         '"5xx"]\n'
     )

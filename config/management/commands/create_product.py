@@ -1,6 +1,7 @@
 import json
+from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from engagement.services import product_create
@@ -14,13 +15,13 @@ class Command(BaseCommand):
         "The token is printed once and stored only as a hash."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="The product's name.")
         parser.add_argument(
             "--json", action="store_true", dest="as_json", help="Print one JSON object."
         )
 
-    def handle(self, *args, name: str, as_json: bool = False, **options):
+    def handle(self, *args: Any, name: str, as_json: bool = False, **options: Any) -> None:
         with transaction.atomic():
             product, workspace = product_create(name=name)
             key = ingestion_key_create(product_id=product.id, label="created with the product")

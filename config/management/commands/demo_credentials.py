@@ -3,14 +3,15 @@ import signal
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from config.demo_login import DemoLogin, demo_login_ensure
 from engagement.models import Product
-from engagement.services import product_create
+from engagement.services import product_create, workspace_create
 from ingestion.models import IngestionKey
 from ingestion.services.keys import ingestion_key_create
 from readapi.models import ApiToken
@@ -82,7 +83,7 @@ class Command(BaseCommand):
         "generated password kept in DATA_DIR/demo-dashboard-password; --new-password sets another."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--base-url", default=None, help="Where the service listens.")
         parser.add_argument(
             "--wait",
@@ -104,13 +105,13 @@ class Command(BaseCommand):
 
     def handle(
         self,
-        *args,
+        *args: Any,
         base_url: str | None = None,
         wait: bool = False,
         new_token: bool = False,
         new_password: bool = False,
-        **options,
-    ):
+        **options: Any,
+    ) -> None:
         base_url = base_url or f"http://127.0.0.1:{os.environ.get('PORT', '8000')}"
         if wait:
             _wait_until_healthy(f"{base_url}/healthz", timeout=120)
@@ -132,7 +133,10 @@ class Command(BaseCommand):
                         api_token_revoke(token_id=old.id)
                 _, token = api_token_create(product_id=product.id, name=DEMO_TOKEN_NAME)
                 _remember_demo_token(token)
-            workspace = product.workspaces.order_by("id").first()
+            # A product starts with a workspace, but an operator may have deleted it since.
+            workspace = product.workspaces.order_by("id").first() or workspace_create(
+                product=product, name="Default"
+            )
             login = None
             if not settings.PRODUCTION:
                 login = demo_login_ensure(product=product, new_password=new_password)

@@ -15,6 +15,7 @@ turn into a failure that leaves an invalid index behind.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -40,7 +41,9 @@ class LockTimeout:
     def __init__(self, seconds: int) -> None:
         self.limit = f"{seconds}s"
 
-    def __call__(self, execute, sql, params, many, context):
+    def __call__(
+        self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict
+    ) -> Any:
         text = str(sql)
         if not _DDL.match(text):
             return execute(sql, params, many, context)
@@ -56,15 +59,14 @@ class LockTimeout:
         return execute(sql, params, many, context)
 
     @staticmethod
-    def _set_local(context, value: str) -> None:
+    def _set_local(context: dict, value: str) -> None:
         # On the driver's cursor: the statement is this wrapper's, not one to wrap again.
         context["cursor"].cursor.execute(f"SET LOCAL lock_timeout = '{value}'")
 
 
 class Command(migrate.Command):
     help = (
-        migrate.Command.help
-        + " On PostgreSQL a schema statement waits for a lock at most"
+        migrate.Command.help + " On PostgreSQL a schema statement waits for a lock at most"
         " MIGRATION_LOCK_TIMEOUT_SECONDS."
     )
 
@@ -72,11 +74,12 @@ class Command(migrate.Command):
         connection = connections[options.get("database") or DEFAULT_DB_ALIAS]
         seconds = settings.MIGRATION_LOCK_TIMEOUT_SECONDS
         if connection.vendor != "postgresql" or not seconds:
-            return super().handle(*args, **options)
+            super().handle(*args, **options)
+            return
         bound = LockTimeout(seconds)
         try:
             with connection.execute_wrapper(bound):
-                return super().handle(*args, **options)
+                super().handle(*args, **options)
         except OperationalError as error:
             if getattr(error.__cause__, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
                 raise
