@@ -11,9 +11,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from dashboard.views import WorkspaceView
 from engagement.input_rules import DocumentError, document_load
 from engagement.memberships import can_manage_product
+from engagement.scoping import WorkspaceView
 from engagement.workspace_config import workspace_config_apply, workspace_config_get
 
 # A document larger than this is not a workspace's configuration.

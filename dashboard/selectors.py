@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.db import transaction
 from django.db.models import (
@@ -68,6 +69,9 @@ from engagement.selectors import (
 from engagement.stored_json import json_for_reading, read_account_filter, read_traits
 from engagement.traits import TraitNumber, TraitText, accounts_admitted
 from engagement.workspace_cache import cached_for_workspace
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 # The overview (the figures each score refresh keeps, the event tallies, the movers) is cached
 # this long, about as often as scores refresh; a score refresh or a change of the workspace's
@@ -275,12 +279,14 @@ def workspace_revenue(*, workspace: Workspace) -> Revenue:
     as_built = segment is None or (
         segment["conditions"] == RENEWAL_AT_RISK_CONDITIONS and segment["match"] == "all"
     )
+    at_risk_ids: QuerySet[Any, int]  # one subquery of account ids: members or score rows
     if segment_id is not None:
-        at_risk_ids = SegmentMember.objects.filter(segment_id=segment_id).values("account_id")
+        members = SegmentMember.objects.filter(segment_id=segment_id)
+        at_risk_ids = members.values_list("account_id", flat=True)
     else:
         at_risk_ids = score_rows_matching(
             workspace_id=workspace.id, target="accounts", conditions=RENEWAL_AT_RISK_CONDITIONS
-        ).values("account_id")
+        ).values_list("account_id", flat=True)
     at_risk = (
         Account.objects.filter(id__in=at_risk_ids)
         .annotate(mrr=TraitNumber(MRR_TRAIT, "traits"))
@@ -498,22 +504,41 @@ def _list_queryset(workspace: Workspace, query: ListQuery, target: str) -> Query
         # from giving the order (read forwards, or backwards when descending).
         direction = "" if query.ascending else "-"
         return subjects.order_by(f"{direction}name_key", f"{direction}id")
-    column = F("seen" if query.sort == "last_seen" else query.sort)
+    sorted_by = F("seen" if query.sort == "last_seen" else query.sort)
     if query.sort in _SORTS_EMPTY_LAST:
         # No MRR (renewal date) is not the least of them: last whichever the direction.
         direction = "asc" if query.ascending else "desc"
         tie = "id" if query.ascending else "-id"
-        return subjects.order_by(getattr(column, direction)(nulls_last=True), tie)
+        return subjects.order_by(getattr(sorted_by, direction)(nulls_last=True), tie)
     if query.ascending:
-        order = column.asc(nulls_first=True)
+        order = sorted_by.asc(nulls_first=True)
         tie = "id"
     else:
-        order = column.desc(nulls_last=True)
+        order = sorted_by.desc(nulls_last=True)
         tie = "id" if query.sort == "score" else "-id"
     return subjects.order_by(order, tie)
 
 
-def _account_row(account: Account) -> AccountRow:
+class _ListedAccount(TypedDict):
+    """What _list_queryset annotates an account with."""
+
+    domain: str | None
+    score: int
+    change: int
+    active_users: int
+    total_users: int
+    seen: datetime | None
+
+
+class _ListedUser(TypedDict):
+    """What _list_queryset annotates a user with."""
+
+    score: int
+    change: int
+    seen: datetime | None
+
+
+def _account_row(account: WithAnnotations[Account, _ListedAccount]) -> AccountRow:
     traits = read_traits(account)
     return AccountRow(
         id=account.id,
@@ -529,7 +554,7 @@ def _account_row(account: Account) -> AccountRow:
     )
 
 
-def _user_row(user: User) -> UserRow:
+def _user_row(user: WithAnnotations[User, _ListedUser]) -> UserRow:
     traits = read_traits(user)
     return UserRow(
         id=user.id,
@@ -603,8 +628,10 @@ def _list_page(
             limit=per_page,
             counts_cache_seconds=LIST_COUNTS_CACHE_SECONDS,
         )
-        to_row = _ranked_user_row if users else _ranked_account_row
-        rows = [to_row(item) for item in ranked.items]
+        rows = [
+            _ranked_user_row(item) if isinstance(item, ScoredUser) else _ranked_account_row(item)
+            for item in ranked.items
+        ]
         return ListPage(rows=rows, total=ranked.total, page=page, per_page=per_page)
     if query.segment_id is not None and not query.search.strip() and query.sort == "score":
         return _segment_page(workspace, query, page, per_page, target)
@@ -638,6 +665,7 @@ def _segment_page(
     """A segment's members by score. Members are subjects the workspace has scored (segments
     select among score rows), so the rank index leads and each row is checked for membership:
     the first pages of a segment of 25,000 read a few dozen index entries, not every member."""
+    assert query.segment_id is not None  # _list_page asks for a segment's page only
     key, relation = ("user_id", "user") if target == "users" else ("account_id", "account")
     score_model = UserScore if target == "users" else AccountScore
     members = SegmentMember.objects.filter(segment_id=query.segment_id).values(key)
@@ -648,10 +676,10 @@ def _segment_page(
     direction = "" if query.ascending else "-"
     offset = (page - 1) * per_page
     found = scores.select_related(relation).order_by(f"{direction}engagement_score", key)
-    rows = []
+    rows: list[UserRow | AccountRow] = []
     for score in found[offset : offset + per_page]:
         subject = getattr(score, relation)
-        if target == "users":
+        if isinstance(score, UserScore):
             rows.append(_ranked_user_row(ScoredUser(subject, read_traits(subject), score)))
         else:
             rows.append(_ranked_account_row(ScoredAccount(subject, read_traits(subject), score)))

@@ -15,6 +15,7 @@ from datetime import timedelta
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -135,7 +136,8 @@ class SubjectListView(WorkspaceView):
     def list_page(self, query: page_selectors.ListQuery, page: int) -> page_selectors.ListPage:
         raise NotImplementedError
 
-    def get(self, request: HttpRequest) -> HttpResponse:
+    # HttpResponseBase: a subclass may stream its answer (the CSV export, dashboard/export.py).
+    def get(self, request: HttpRequest) -> HttpResponseBase:
         form, values, query = self.query()
         page = self.list_page(query, values["page"])
         params = request.GET.copy()

@@ -6,6 +6,7 @@ reached yet answers with zeros: it gets an unsaved score row whose fields are al
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -139,7 +140,9 @@ class _Kind:
     relation: str  # "account" or "user": the score row's field, and the key's name
     model: type[Account] | type[User]
     score_model: type[AccountScore] | type[UserScore]
-    scored: type[ScoredAccount] | type[ScoredUser]
+    # ScoredAccount or ScoredUser: called with this kind's model and score row, which a union of
+    # the two classes' own signatures cannot pair up.
+    scored: Callable[[Any, dict, Any], ScoredAccount | ScoredUser]
 
 
 _ACCOUNTS = _Kind("account", Account, AccountScore, ScoredAccount)

@@ -35,7 +35,7 @@ from engagement.people_rows import (
     users_write,
 )
 from engagement.presentation import MARKETPLACE_PREFIX
-from engagement.track_staging import StagedTracks, staged_tracks_start
+from engagement.track_staging import StagedTracks, TrackRow, staged_tracks_start
 
 MessageType = Literal["identify", "group", "track", "alias"]
 
@@ -98,11 +98,13 @@ def _messages_fold(
             user.first_seen_at = when
             user.changed = True
         if message.message_type == "identify":
+            assert user is not None  # a validated identify names its user
             if not user.identified:
                 user.identified = user.changed = True
             if message.traits and merge_traits(user, message.traits, message.timestamp_ms):
                 user.changed = True
         else:
+            assert account is not None  # a validated group names its account
             if not account.identified:
                 account.identified = account.changed = True
             if message.traits and merge_traits(account, message.traits, message.timestamp_ms):
@@ -139,11 +141,11 @@ def _tracks_stage(
     messages: Sequence[Message], staged_tracks: StagedTracks | None
 ) -> StagedTracks | None:
     """The tracks of `messages` added to the caller's staged tracks (or to a new staging)."""
-    rows = [
-        (m.user_id, m.group_id, m.event, m.timestamp_ms)
-        for m in messages
-        if m.message_type == "track"
-    ]
+    rows: list[TrackRow] = []
+    for m in messages:
+        if m.message_type == "track":
+            assert m.user_id is not None and m.event is not None  # a validated track names both
+            rows.append((m.user_id, m.group_id, m.event, m.timestamp_ms))
     if rows:
         staged_tracks = staged_tracks or staged_tracks_start()
         staged_tracks.add(rows)
@@ -186,12 +188,12 @@ def _accounts_lock(
         for m in ordered
         if m.message_type == "group" and m.group_id and parent_named(m.traits) is not None
     }
+    # A parent named "" is one removed: no account to lock.
+    parents = {p for m in parents_asked.values() if (p := parent_named(m.traits))}
     accounts = accounts_lock_or_create(
         product_id,
-        {m.group_id for m in ordered if m.group_id}
-        | staged_accounts
-        | {parent_named(m.traits) for m in parents_asked.values()} - {""},
-        lock={m.group_id for m in ordered if m.message_type == "group"},
+        {m.group_id for m in ordered if m.group_id} | staged_accounts | parents,
+        lock={m.group_id for m in ordered if m.message_type == "group" and m.group_id},
     )
     return accounts, parents_asked
 
@@ -208,7 +210,7 @@ def _messages_apply(
     merged = aliases_resolve(product_id, {m.user_id for m in messages if m.user_id} | staged_users)
     ordered = sorted(
         (
-            replace(m, user_id=merged.get(m.user_id, m.user_id)) if merged else m
+            replace(m, user_id=merged.get(m.user_id, m.user_id)) if merged and m.user_id else m
             for m in messages
             if m.message_type != "alias"
         ),
@@ -220,7 +222,9 @@ def _messages_apply(
     users = users_lock_or_create(
         product_id,
         {m.user_id for m in ordered if m.user_id} | {merged.get(t, t) for t in staged_users},
-        with_traits={m.user_id for m in ordered if m.message_type == "identify" and m.traits},
+        with_traits={
+            m.user_id for m in ordered if m.message_type == "identify" and m.traits and m.user_id
+        },
     )
     accounts, parents_asked = _accounts_lock(product_id, ordered, staged_accounts)
     links = _messages_fold(ordered, users, accounts)
@@ -242,6 +246,7 @@ def _messages_apply(
         result.accounts_touched.update(stored.account_ids)
         result.events_created = stored.count
     for call in alias_calls:
+        assert call.previous_id is not None and call.user_id is not None  # a valid alias has both
         merge = alias_apply(
             product_id=product_id,
             previous_id=call.previous_id,
@@ -301,25 +306,27 @@ def account_prefixed_traits_replace(
         accounts = accounts_lock_or_create(product_id, tracking_ids, lock=tracking_ids)
         for tracking_id, account in accounts.items():
             wanted = traits_by_tracking_id[tracking_id]
+            stored, times = account.traits, account.trait_times
+            assert stored is not None and times is not None  # all locked, so read with traits
             name = (fallback_names or {}).get(tracking_id)
             renames = bool(
                 name
-                and account.traits.get("name") != name
-                and ("name" not in account.traits or account.trait_times.get("name") == 0)
+                and stored.get("name") != name
+                and ("name" not in stored or times.get("name") == 0)
             )
-            held = {k: v for k, v in account.traits.items() if k.startswith(prefix)}
+            held = {k: v for k, v in stored.items() if k.startswith(prefix)}
             if not account.created and not renames and _same_json(held, wanted):
                 continue  # nothing to change: not written
             account.changed = True
-            for key in [k for k in account.traits if k.startswith(prefix)]:
-                del account.traits[key]
-                account.trait_times.pop(key, None)
+            for key in [k for k in stored if k.startswith(prefix)]:
+                del stored[key]
+                times.pop(key, None)
             for key, value in wanted.items():
-                account.traits[key] = value
-                account.trait_times[key] = now_ms
-            if name and ("name" not in account.traits or account.trait_times.get("name") == 0):
-                account.traits["name"] = name
-                account.trait_times["name"] = 0
+                stored[key] = value
+                times[key] = now_ms
+            if name and ("name" not in stored or times.get("name") == 0):
+                stored["name"] = name
+                times["name"] = 0
         accounts_write(accounts.values(), now)
     created = sum(account.created for account in accounts.values())
     changed = sum(bool(account.changed) for account in accounts.values())

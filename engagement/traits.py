@@ -33,7 +33,7 @@ class TraitValue(KeyTransform):
         lhs, params = compiler.compile(self.lhs)
         return f"({lhs} -> (%s)::text)", (*params, self.key_name)
 
-    def as_sqlite(self, compiler, connection):
+    def as_sqlite(self, compiler, connection, **extra_context):
         lhs, params = compiler.compile(self.lhs)
         row = _SQLITE_KEY_ROW.format(json=lhs)
         sql = (
@@ -62,7 +62,9 @@ class TraitText(Func):
         super().__init__(source)
         self.name = str(name)
 
-    def as_sql(self, compiler, connection, **extra_context):
+    def as_sql(
+        self, compiler, connection, function=None, template=None, arg_joiner=None, **extra_context
+    ):
         raise NotImplementedError("TraitText supports PostgreSQL and SQLite.")
 
     def as_postgresql(self, compiler, connection, **extra_context):
@@ -90,7 +92,9 @@ class TraitNumber(Func):
         super().__init__(source)
         self.name = str(name)
 
-    def as_sql(self, compiler, connection, **extra_context):
+    def as_sql(
+        self, compiler, connection, function=None, template=None, arg_joiner=None, **extra_context
+    ):
         raise NotImplementedError("TraitNumber supports PostgreSQL and SQLite.")
 
     def as_postgresql(self, compiler, connection, **extra_context):

@@ -99,6 +99,7 @@ class ConnectionForm(forms.ModelForm):
     @method_decorator(sensitive_variables("data"))
     def clean(self):
         data = super().clean()
+        assert data is not None  # a ModelForm's clean() returns its cleaned_data
         if self.errors:
             return data
         if self.instance.pk and not data.get("api_token"):
@@ -150,7 +151,7 @@ class RunColumnsMixin:
         return run.error if len(run.error) <= 120 else run.error[:119] + "…"
 
 
-_RUN_COLUMNS = ["started_at", "trigger", "mode", "outcome", "licenses", "error_short"]
+_RUN_COLUMNS = ("started_at", "trigger", "mode", "outcome", "licenses", "error_short")
 
 
 class SyncRunInline(RunColumnsMixin, admin.TabularInline):

@@ -97,7 +97,8 @@ class FakeMarketplace:
 
     # --- data -----------------------------------------------------------------------------
     def _generate(self, rng: random.Random, count: int) -> list[dict]:
-        licenses, cloud_ids = [], []
+        licenses: list[dict] = []
+        cloud_ids: list[str] = []
         for index in range(count):
             cloud = rng.random() < 0.85
             record = self._license(rng, index, cloud)
@@ -303,6 +304,7 @@ class FakeMarketplace:
     def base_url(self) -> str:
         assert self._server is not None, "call serve() first"
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET server's address is (host, port)
         return f"http://{host}:{port}"
 
     def serve(self, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:

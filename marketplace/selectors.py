@@ -43,11 +43,11 @@ def token_age_days(connection: MarketplaceConnection, today: date | None = None)
 
 def token_warning(connection: MarketplaceConnection, today: date | None = None) -> str:
     """From TOKEN_WARN_DAYS days on, what to do before the token expires; else ""."""
-    age = token_age_days(connection, today)
-    if age is None or age < TOKEN_WARN_DAYS:
+    age, set_on = token_age_days(connection, today), connection.token_set_on
+    if age is None or set_on is None or age < TOKEN_WARN_DAYS:
         return ""
     return (
-        f"The API token was set on {connection.token_set_on.isoformat()}, {age} days ago; "
+        f"The API token was set on {set_on.isoformat()}, {age} days ago; "
         "Atlassian API tokens expire within a year. Create a new token and save it with the "
         "connection details before the sync stops with 401."
     )

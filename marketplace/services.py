@@ -268,10 +268,10 @@ def connection_test(*, connection_id: int) -> str:
     # Sales and feedback reporting are permissions of their own: a refusal there is reported,
     # not raised (a sync skips that list and still imports the licenses).
     refused = []
-    ids = {"developer_id": developer_id, "product_id": app.product_id, "limit": 1}
+    ids = {"developer_id": developer_id, "product_id": app.product_id}
     for what, list_url, key in (
-        ("sales transactions", client.transactions_url(**ids), TRANSACTIONS),
-        ("uninstall feedback", client.feedback_url(**ids), FEEDBACK),
+        ("sales transactions", client.transactions_url(**ids, limit=1), TRANSACTIONS),
+        ("uninstall feedback", client.feedback_url(**ids, limit=1), FEEDBACK),
     ):
         try:
             client.report_page(list_url, key)
@@ -337,7 +337,7 @@ SYNC_RUN_TASK = "marketplace.tasks.sync_run_execute"
 def _enqueue(run_id: int, countdown: float = 0) -> None:
     # By name from Celery's registry: marketplace.tasks imports this module, not the reverse.
     task = current_app.tasks[SYNC_RUN_TASK]
-    transaction.on_commit(lambda: task.apply_async(args=[run_id], countdown=countdown))
+    transaction.on_commit(lambda: task.apply_async(args=(run_id,), countdown=countdown))
 
 
 def run_dead_reason(run: SyncRun, connection: MarketplaceConnection, now) -> str | None:
@@ -387,7 +387,9 @@ def sync_runs_close_dead() -> int:
         with transaction.atomic():
             connection = MarketplaceConnection.objects.select_for_update().get(id=connection_id)
             run = SyncRun.objects.filter(id=run_id, outcome__in=SyncRun.OPEN).first()
-            reason = run and run_dead_reason(run, connection, now)
+            if run is None:
+                continue  # closed meanwhile
+            reason = run_dead_reason(run, connection, now)
             if reason:
                 _run_close_dead(run, reason)
                 closed += 1

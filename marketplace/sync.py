@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, timedelta
 from urllib.parse import urlsplit
@@ -194,9 +195,9 @@ def _accounts_traits_write(
     for gone in Uninstall.objects.filter(connection=connection).filter(
         Q(cloud_id__in=cloud_ids) | Q(cloud_id="", entitlement__in=list(entitlements))
     ):
-        cid = gone.cloud_id or entitlements.get(gone.entitlement)
-        if cid:
-            uninstalls.setdefault(cid, []).append(gone)
+        site = gone.cloud_id or entitlements.get(gone.entitlement)
+        if site:
+            uninstalls.setdefault(site, []).append(gone)
     today = _today()
     traits_by_cloud = {
         cid: {
@@ -353,20 +354,21 @@ def _feedback_apply(connection: MarketplaceConnection, run: SyncRun, records: li
     return result
 
 
-_APPLY = {
+# Keyed by the stage as SyncRun.stage holds it (text; a Stage is its text).
+_APPLY: dict[str, Callable[[MarketplaceConnection, SyncRun, list], PageResult]] = {
     Stage.LICENSES: _licenses_apply,
     Stage.TRANSACTIONS: _transactions_apply,
     Stage.FEEDBACK: _feedback_apply,
 }
 # Transactions and feedback first: a license's account is then written once, with its revenue.
-_NEXT_STAGE = {
+_NEXT_STAGE: dict[str, str] = {
     Stage.TRANSACTIONS: Stage.FEEDBACK,
     Stage.FEEDBACK: Stage.LICENSES,
     Stage.LICENSES: Stage.TRAITS,
 }
 # A 403 on these skips the list (its own reporting permission); on the licenses it stops the run.
 _OPTIONAL_STAGES = (Stage.TRANSACTIONS, Stage.FEEDBACK)
-_RECORDS_KEY = {
+_RECORDS_KEY: dict[str, str] = {
     Stage.LICENSES: client_module.LICENSES,
     Stage.TRANSACTIONS: client_module.TRANSACTIONS,
     Stage.FEEDBACK: client_module.FEEDBACK,
@@ -560,13 +562,13 @@ def _stage_first_url(
     client: MarketplaceClient, connection: MarketplaceConnection, run: SyncRun
 ) -> str:
     since = run.last_updated_from.isoformat() if run.last_updated_from else None
-    ids = {"developer_id": connection.developer_id, "product_id": connection.marketplace_product_id}
+    developer, app = connection.developer_id, connection.marketplace_product_id
     if run.stage == Stage.TRANSACTIONS:
-        return client.transactions_url(**ids, last_updated=since)
+        return client.transactions_url(developer_id=developer, product_id=app, last_updated=since)
     if run.stage == Stage.FEEDBACK:
         # Feedback has no lastUpdated: an updated sync asks for that given since the same day.
-        return client.feedback_url(**ids, start_date=since)
-    return client.licenses_url(**ids, last_updated=since)
+        return client.feedback_url(developer_id=developer, product_id=app, start_date=since)
+    return client.licenses_url(developer_id=developer, product_id=app, last_updated=since)
 
 
 def _run_pages(run: SyncRun, owner: str) -> RunStep:
@@ -602,7 +604,8 @@ def _stage_pages(
         # Fetch a few pages, then apply them in one transaction with the URL to continue
         # from: fewer round trips, and a failure part-way still keeps what was fetched.
         records: list = []
-        pages, failure = 0, None
+        pages = 0
+        failure: MarketplaceError | None = None
         while url and pages < PAGES_PER_COMMIT:
             if url in visited or len(visited) >= MAX_PAGES:
                 failure = MarketplaceBadAnswer(

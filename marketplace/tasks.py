@@ -16,7 +16,7 @@ def sync_run_execute(run_id: int) -> str:
     """Run (or resume) one sync run; a transient failure schedules this task again."""
     step = sync.sync_run_execute(run_id=run_id)
     if step.retry_in is not None:
-        sync_run_execute.apply_async(args=[run_id], countdown=step.retry_in)
+        sync_run_execute.apply_async(args=(run_id,), countdown=step.retry_in)
     return step.outcome
 
 

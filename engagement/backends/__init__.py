@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
-from datetime import date
+from datetime import date, datetime
 from typing import TYPE_CHECKING
 
 from django.db import connection, models
@@ -177,7 +177,7 @@ class SegmentStatements:
         gone: str,
         new: str,
         segment_id: int,
-        at: object,
+        at: datetime | str | None,  # as the connection adapts a datetime
         leave_params: list,
         join_params: list,
         whole: bool,

@@ -10,6 +10,7 @@ temporary tables and Python where SQLite has no such function. Both give the sam
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import date
 from typing import TYPE_CHECKING
 
 from engagement.history_recompute import changes_sum_each
@@ -106,7 +107,7 @@ def raw_percentiles(
 
 def history_day_percentiles(builder: StatementRunner) -> None:
     """Each day's raw scores read back and put through percentile_90."""
-    raws: dict[object, list[float]] = defaultdict(list)
+    raws: dict[date | str, list[float]] = defaultdict(list)
     builder.run("SELECT day, raw FROM eds_h_user_day")
     for day, raw in builder.cursor.fetchall():
         raws[day].append(raw)

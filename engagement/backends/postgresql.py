@@ -257,8 +257,10 @@ def _rollups_chunk_order(product_id: int, day: date, low: int | None, high: int 
     """Move the rollups of `day` of the users from `low` (included) to `high` (excluded), None
     for no bound, to the end of the table in user order; the rows moved."""
     table = EventRollup._meta.db_table
-    columns = ", ".join(field.column for field in EventRollup._meta.concrete_fields)
-    users, params = "", [product_id, day]
+    # A concrete field has a column.
+    columns = ", ".join(f.column for f in EventRollup._meta.concrete_fields if f.column)
+    users = ""
+    params: list[int | date] = [product_id, day]
     if low is not None:
         users, params = users + " AND user_id >= %s", [*params, low]
     if high is not None:

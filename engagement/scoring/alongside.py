@@ -79,8 +79,9 @@ class Alongside:
         """Call `callback` with the other connection's error, should it fail."""
 
         def failed(future: Future[bytes]) -> None:
-            if not future.cancelled() and future.exception() is not None:
-                callback(future.exception())
+            error = None if future.cancelled() else future.exception()
+            if error is not None:
+                callback(error)
 
         self._future.add_done_callback(failed)
 

@@ -82,6 +82,7 @@ def workspace_refresh_is_due(*, workspace: Workspace, now: datetime | None = Non
     if state.config_digest != workspace_config_digest(workspace=workspace):
         return True
     since = changes_since(state)
+    assert since is not None  # the workspace was scored (checked above)
     if not activity_kept_since(since, now, margin=0.5):
         return True  # an idle refresh moves the watermark on before the activity it needs goes
     params = {"product": workspace.product_id, "since": db_datetime(since)}

@@ -61,7 +61,7 @@ def scores_added(kept: list[int], change: list[int], *, sign: int = 1) -> list[i
     return [a + sign * b for a, b in zip(kept, change, strict=True)]
 
 
-def _score_index(score: object) -> int:
+def _score_index(score: float) -> int:
     return min(max(int(score), 0), SCORES - 1)
 
 

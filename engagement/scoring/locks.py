@@ -17,10 +17,10 @@ StateRow = TypeVar("StateRow", bound=models.Model)
 def workspace_state_held(model: type[StateRow], workspace_id: int) -> Iterator[StateRow | None]:
     """One transaction holding the workspace's `model` row (ScoringState, ScoreHistoryState),
     created first if missing; yields None, holding nothing, when another transaction holds it."""
-    model.objects.get_or_create(workspace_id=workspace_id)
+    model._default_manager.get_or_create(workspace_id=workspace_id)
     with transaction.atomic():
         yield (
-            model.objects.select_for_update(skip_locked=True)
+            model._default_manager.select_for_update(skip_locked=True)
             .filter(workspace_id=workspace_id)
             .first()
         )

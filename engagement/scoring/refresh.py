@@ -94,7 +94,8 @@ def workspace_refresh(
             return RefreshResult(workspace_id=workspace_id, mode="busy")
         # The account filter as text, read by read_account_filter: no stored value (nested
         # beyond json.loads, a number beyond Python's digits) can stop the refresh.
-        workspace = with_json_as_text(Workspace.objects, "account_filter").get(id=workspace_id)
+        workspaces = with_json_as_text(Workspace.objects.all(), "account_filter")
+        workspace = workspaces.get(id=workspace_id)
         digest = workspace_config_digest(workspace=workspace)
         today = now.astimezone(UTC).date()
         since = changes_since(state)
@@ -146,6 +147,7 @@ def _scores_compute(
         if full:
             users, accounts = _rescore_everyone(run)
             return users, accounts, None
+        assert since is not None  # an incremental refresh has a watermark (_needs_full)
         changed = _rescore_changed(run, since=since)
         if changed is None:
             # Nothing changed up to `now`: the watermark moves on all the same.

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -26,7 +27,7 @@ from engagement.stored_json import read_account_filter
 from engagement.traits import accounts_admitted
 
 
-def db_datetime(value: datetime) -> object:
+def db_datetime(value: datetime) -> datetime | str | None:
     """A datetime as the database takes it as a raw query parameter."""
     return connection.ops.adapt_datetimefield_value(value)
 
@@ -57,7 +58,8 @@ class StatementRunner:
         self.cursor.execute(sql, params)
         return self.cursor.rowcount
 
-    def scalar(self, sql: str, extra: dict | None = None) -> object:
+    def scalar(self, sql: str, extra: dict | None = None) -> Any:
+        # Any: the value's type is the one the SQL selects (a count, a number, a date).
         self.run(sql, extra)
         row = self.cursor.fetchone()
         return row[0] if row else None

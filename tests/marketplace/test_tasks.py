@@ -26,7 +26,7 @@ def test_sync_task_schedules_itself_again_after_a_transient_failure(acme, mocked
     mocked.get(LICENSES_URL, status=429, headers={"Retry-After": "90"})
     run = SyncRun.objects.get(connection=connect(acme))
     assert tasks.sync_run_execute.run(run.id) == "retrying"
-    assert queued == [([run.id], 90.0)]
+    assert queued == [((run.id,), 90.0)]
 
     mocked.replace("GET", LICENSES_URL, json=license_page([cloud_license("t1")]))
     assert tasks.sync_run_execute.run(run.id) == "succeeded"

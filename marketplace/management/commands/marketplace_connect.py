@@ -100,6 +100,7 @@ class Command(BaseCommand):
             app_name=resolved.app_name,
             token_set_on=token_set_on,
         )
+        assert connection.token_set_on is not None  # set with the token
         self.stdout.write(
             f"Connected product {product_id} to {resolved.app_name} ({resolved.product_id}); "
             f"state {connection.state}; token set on {connection.token_set_on.isoformat()}; "
