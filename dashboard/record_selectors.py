@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime
 from django.db.models import Count, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
-from dashboard.selectors import DayCount, days_ending_today
+from dashboard.overview_selectors import DayCount, days_ending_today
 from engagement import selectors
 from engagement.models import (
     Account,

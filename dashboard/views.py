@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views import View
 
-from dashboard import record_selectors
+from dashboard import overview_selectors, record_selectors
 from dashboard import selectors as page_selectors
 from dashboard.charts import (
     bands_chart,
@@ -90,7 +90,7 @@ class OverviewView(WorkspaceView):
     template_name = "dashboard/overview.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        summary = page_selectors.workspace_overview(workspace=self.workspace)
+        summary = overview_selectors.workspace_overview(workspace=self.workspace)
         return self.render(
             {
                 "summary": summary,

@@ -12,7 +12,7 @@ from django.core.cache import cache
 from django.core.management import call_command
 from django.db import connection
 
-from dashboard.selectors import workspace_overview
+from dashboard.overview_selectors import workspace_overview
 from engagement.erasure import ErasureTargetMissing, erasure_run
 from engagement.event_store import event_tallies_compact
 from engagement.models import (
