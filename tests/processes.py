@@ -43,6 +43,24 @@ def pooled_database_url(db: dict) -> str:
     return f"{pooler}/{db['NAME']}" if pooler else database_url(db)
 
 
+def web_command(port: int, *, workers: int) -> list[str]:
+    """The README's production web command (uvicorn on uvloop and httptools) on 127.0.0.1."""
+    return [
+        "uvicorn",
+        "config.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+    ]
+
+
 def production_env(broker_url: str, tmp_path: Path, *, direct: bool = False) -> dict:
     """The environment of a production-mode process on the test database: through
     TEST_POOLER_URL when it is set, unless `direct` (a test of the server's own sessions)."""

@@ -22,7 +22,7 @@ from django.test import Client, override_settings
 from engagement.models import Event, ProductMembership
 from tests.config.test_errors import styled
 from tests.conftest import database_down, make_tenant, other_session
-from tests.processes import free_port, http, production_env, spawn, wait_for
+from tests.processes import free_port, http, production_env, spawn, wait_for, web_command
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
@@ -65,20 +65,7 @@ def test_the_web_server_and_a_worker_survive_a_database_restart(broker, tmp_path
     base = f"http://127.0.0.1:{port}"
     # One worker process, so every request below meets the connections the first ones left.
     web = spawn(
-        [
-            "uvicorn",
-            "config.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--loop",
-            "uvloop",
-            "--http",
-            "httptools",
-        ],
+        web_command(port, workers=1),
         env,
     )
     worker = spawn(

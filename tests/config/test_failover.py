@@ -32,7 +32,7 @@ from django.conf import settings
 
 from bench.pg_clusters import Cluster, primary_and_replica
 from ingestion.writer import WRITE_DEADLINE_SECONDS
-from tests.processes import ROOT, free_port, production_env, wait_for
+from tests.processes import ROOT, free_port, production_env, wait_for, web_command
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgresql]
 
@@ -220,20 +220,7 @@ def test_every_process_goes_through_two_primary_failovers(broker, tmp_path):
         tenant = json.loads(_manage(env, "create_product", "Acme", "--json"))
         port = free_port()
         web = _start(
-            [
-                "uvicorn",
-                "config.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--workers",
-                "2",
-                "--loop",
-                "uvloop",
-                "--http",
-                "httptools",
-            ],
+            web_command(port, workers=2),
             env,
             tmp_path / "web.log",
         )

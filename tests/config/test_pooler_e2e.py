@@ -30,7 +30,7 @@ from tests.automations.receiver import Receiver
 from tests.config.test_database_restart import _session_cookie
 from tests.conftest import make_tenant
 from tests.marketplace.conftest import EMAIL, TOKEN, VENDOR_ID
-from tests.processes import ROOT, free_port, http, production_env, wait_for
+from tests.processes import ROOT, free_port, http, production_env, wait_for, web_command
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgresql, pytest.mark.django_db(transaction=True)]
 
@@ -100,20 +100,7 @@ def test_everything_through_pgbouncer_in_transaction_mode(broker, tmp_path, sett
         logs = {name: (tmp_path / f"{name}.log").open("wb") for name in ("web", "worker", "beat")}
         processes = [
             _spawn(
-                [
-                    "uvicorn",
-                    "config.asgi:application",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--workers",
-                    "2",
-                    "--loop",
-                    "uvloop",
-                    "--http",
-                    "httptools",
-                ],
+                web_command(port, workers=2),
                 env,
                 logs["web"],
             ),

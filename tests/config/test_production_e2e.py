@@ -12,7 +12,7 @@ from django.conf import settings
 
 from engagement.models import Event
 from tests.conftest import make_tenant
-from tests.processes import free_port, http, production_env, spawn, wait_for
+from tests.processes import free_port, http, production_env, spawn, wait_for, web_command
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,20 +26,7 @@ def test_uvicorn_and_a_worker_in_production_mode(broker_url, tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     web = spawn(
-        [
-            "uvicorn",
-            "config.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "3",
-            "--loop",
-            "uvloop",
-            "--http",
-            "httptools",
-        ],
+        web_command(port, workers=3),
         env,
     )
     worker = spawn(
