@@ -114,6 +114,9 @@ class DatabaseBackend:
     # Whether a job may share its work with a second connection that imports its snapshot and
     # hands rows back by COPY (scoring.alongside).
     runs_alongside = False
+    # Whether a statement can be told to give up waiting for a lock (`SET LOCAL lock_timeout`):
+    # `manage.py migrate` bounds each schema statement's wait with it (config's migrate).
+    locks_time_out = False
 
     def job_settings(self, cursor, settings: Sequence[str]) -> None:
         """Apply a job's planner settings ("work_mem = '64MB'", ...) for its transaction; where

@@ -224,6 +224,7 @@ class PostgresBackend(DatabaseBackend):
         return moved
 
     runs_alongside = True
+    locks_time_out = True
 
     def job_settings(self, cursor, settings: Sequence[str]) -> None:
         pg_scoring.job_settings(cursor, settings)

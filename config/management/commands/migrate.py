@@ -23,6 +23,8 @@ from django.core.management.base import CommandError
 from django.core.management.commands import migrate
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, transaction
 
+from engagement.backends import database_backend
+
 # Statements that take a table lock stronger than a reader's or writer's own.
 _DDL = re.compile(
     r"^\s*(ALTER|CREATE|DROP|LOCK|TRUNCATE|COMMENT|REINDEX|CLUSTER|GRANT|REVOKE)\b", re.IGNORECASE
@@ -73,7 +75,7 @@ class Command(migrate.Command):
     def handle(self, *args: Any, **options: Any) -> None:
         connection = connections[options.get("database") or DEFAULT_DB_ALIAS]
         seconds = settings.MIGRATION_LOCK_TIMEOUT_SECONDS
-        if connection.vendor != "postgresql" or not seconds:
+        if not database_backend().locks_time_out or not seconds:
             super().handle(*args, **options)
             return
         bound = LockTimeout(seconds)
