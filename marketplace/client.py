@@ -204,17 +204,8 @@ class MarketplaceClient:
         last_updated: str | None = None,
         limit: int = PAGE_SIZE,
     ) -> str:
-        query = {
-            "productId": product_id,
-            "withDataInsights": "true",
-            "limit": limit,
-            "offset": 0,
-        }
-        if last_updated:
-            query["lastUpdated"] = last_updated
-        return self.url(
-            f"/rest/3/reporting/developer-space/{developer_id}/licenses?{urlencode(query)}"
-        )
+        query = {"productId": product_id, "withDataInsights": "true", "lastUpdated": last_updated}
+        return self._reporting_url(developer_id, "licenses", query, limit)
 
     def transactions_url(
         self,
@@ -225,13 +216,8 @@ class MarketplaceClient:
         limit: int = PAGE_SIZE,
     ) -> str:
         """The app's sales transactions (refunds included), those updated since a day if given."""
-        query = {"productId": product_id, "limit": limit, "offset": 0}
-        if last_updated:
-            query["lastUpdated"] = last_updated
-        return self.url(
-            f"/rest/3/reporting/developer-space/{developer_id}/sales/transactions?"
-            f"{urlencode(query)}"
-        )
+        query = {"productId": product_id, "lastUpdated": last_updated}
+        return self._reporting_url(developer_id, "sales/transactions", query, limit)
 
     def feedback_url(
         self,
@@ -242,12 +228,17 @@ class MarketplaceClient:
         limit: int = PAGE_SIZE,
     ) -> str:
         """The app's uninstall feedback (not disable), that given on or after a day if given."""
-        query = {"productId": product_id, "type": "uninstall", "limit": limit, "offset": 0}
-        if start_date:
-            query["startDate"] = start_date
-        return self.url(
-            f"/rest/3/reporting/developer-space/{developer_id}/feedback/details?{urlencode(query)}"
-        )
+        query = {"productId": product_id, "type": "uninstall", "startDate": start_date}
+        return self._reporting_url(developer_id, "feedback/details", query, limit)
+
+    def _reporting_url(
+        self, developer_id: str, listing: str, query: dict[str, str | None], limit: int
+    ) -> str:
+        """The first page of one of the developer space's reporting lists; a filter given as
+        None is left out."""
+        given = {name: value for name, value in query.items() if value}
+        page = urlencode({**given, "limit": limit, "offset": 0})
+        return self.url(f"/rest/3/reporting/developer-space/{developer_id}/{listing}?{page}")
 
     # --- requests -------------------------------------------------------------------------
     def get_json(self, url: str) -> dict:
