@@ -220,7 +220,12 @@ INGESTION_CLOCK_SKEW_SECONDS = env_int("INGESTION_CLOCK_SKEW_SECONDS", 5, minimu
 INGESTION_KEY_RATE_LIMIT = env_rate("INGESTION_KEY_RATE_LIMIT", "off")
 
 # --- Scoring --------------------------------------------------------------------------------
+# The sweep's period: beat checks the workspaces that changed or are due (a day ended, a refresh
+# lost) this often. Changes themselves queue their refresh (engagement/scoring/demand.py).
 SCORING_REFRESH_SECONDS = env_int("SCORING_REFRESH_SECONDS", 10, minimum=1)
+# A refresh queued by a change starts this long after it, scoring the changes of that while
+# together; under a steady stream refreshes run back to back whatever this is (docs/freshness.md).
+SCORING_REFRESH_DELAY_MS = env_int("SCORING_REFRESH_DELAY_MS", 250, minimum=0)
 # How long the record of applied event batches (EventActivity) is kept for incremental refreshes;
 # a workspace last scored before that is rescored in full.
 SCORING_ACTIVITY_KEEP_MINUTES = env_int("SCORING_ACTIVITY_KEEP_MINUTES", 30, minimum=5)

@@ -36,6 +36,7 @@ from engagement.models import (
     UserAlias,
     Workspace,
 )
+from engagement.scoring.demand import scores_refresh_soon
 from engagement.transient import is_transient
 
 logger = logging.getLogger(__name__)
@@ -302,6 +303,7 @@ def _erase(erasure: Erasure) -> dict[str, int]:
     # A changed digest makes the next refresh rescore in full: every score, percentile and
     # account total is then computed without the erased rows.
     workspaces.update(config_digest="")
+    scores_refresh_soon(product_id=erasure.product_id)
     return counts
 
 

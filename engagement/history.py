@@ -222,6 +222,11 @@ def score_history_is_due(*, workspace: Workspace, now: datetime.datetime | None 
     return score_history_backfill_is_due(workspace_id=workspace.id, now=now)
 
 
+def score_history_backfill_workspaces() -> list[int]:
+    """The workspaces where late events noted a past day (one query, for beat's sweep)."""
+    return sorted(set(ScoreHistoryBackfill.objects.values_list("workspace_id", flat=True)))
+
+
 def score_history_backfill_is_due(
     *, workspace_id: int, now: datetime.datetime | None = None
 ) -> bool:

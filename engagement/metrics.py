@@ -19,6 +19,12 @@ SCORE_REFRESH_SECONDS = Histogram(
     ["mode"],
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
 )
+SCORE_REFRESH_WAIT_SECONDS = Histogram(
+    "eds_score_refresh_wait_seconds",
+    "Time from a change queuing a workspace's refresh to its start: the refresh delay, then any "
+    "wait for a worker or for the refresh before it.",
+    buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+)
 
 
 class ScoresAgeCollector(Collector):

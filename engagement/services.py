@@ -35,6 +35,7 @@ from engagement.people_rows import (
     users_write,
 )
 from engagement.presentation import MARKETPLACE_PREFIX
+from engagement.scoring.demand import scores_refresh_soon
 from engagement.track_staging import StagedTracks, TrackRow, staged_tracks_start
 
 MessageType = Literal["identify", "group", "track", "alias"]
@@ -172,9 +173,11 @@ def messages_apply(
     """
     with transaction.atomic():
         tracks = _tracks_stage(messages, staged_tracks)
-        return _messages_apply(
+        applied = _messages_apply(
             product_id, [m for m in messages if m.message_type != "track"], tracks
         )
+        scores_refresh_soon(product_id=product_id)
+        return applied
 
 
 def _accounts_lock(
@@ -330,6 +333,8 @@ def account_prefixed_traits_replace(
         accounts_write(accounts.values(), now)
     created = sum(account.created for account in accounts.values())
     changed = sum(bool(account.changed) for account in accounts.values())
+    if changed:
+        scores_refresh_soon(product_id=product_id)
     return PrefixedTraitsResult(matched=len(accounts) - created, created=created, changed=changed)
 
 

@@ -5,6 +5,7 @@ import time
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 
 from engagement import event_store, history, metrics, scoring, segments, services
 from engagement.erasure import ErasureDeferred, erasure_run, erasures_stalled_requeue
@@ -23,30 +24,39 @@ def _workspaces():
 
 @shared_task(ignore_result=True)
 def scores_refresh_due() -> int:
-    """Periodic: one refresh task per workspace with new events, traits, links or settings, and
-    one history update per workspace where late events noted a past day (so the stored history
-    shows them within a refresh period or two, not at the history's next minute)."""
-    queued = 0
+    """Periodic, the sweep behind refreshes on demand (engagement/scoring/demand.py): send again
+    the refreshes queued a period ago and never started; queue one for each workspace that a
+    check finds due among those that changed or whose day or watermark is due; and one history
+    update per workspace where late events noted a past day (so the stored history shows them
+    within a period or two, not at the history's next minute). Its queries grow with the
+    workspaces found, not with all of them."""
+    queued = len(scoring.refresh_demands_stale_requeue())
+    workspaces = _workspaces().filter(id__in=scoring.workspaces_to_sweep())
+    due = [w.id for w in workspaces if scoring.workspace_refresh_is_due(workspace=w)]
+    queued += len(scoring.refresh_demand_note(workspace_ids=due))
     expires = settings.SCORING_REFRESH_SECONDS * 3
-    for workspace in _workspaces():
-        if scoring.workspace_refresh_is_due(workspace=workspace):
-            # A refresh queued behind a slow one is pointless after the next tick queues another.
-            workspace_refresh.apply_async(args=(workspace.id,), expires=expires)
-            queued += 1
-        if history.score_history_backfill_is_due(workspace_id=workspace.id):
+    for workspace_id in history.score_history_backfill_workspaces():
+        if history.score_history_backfill_is_due(workspace_id=workspace_id):
             # Returns "busy" at once while another update runs; the noted day waits for the next.
-            score_history_update.apply_async(args=(workspace.id,), expires=expires)
+            score_history_update.apply_async(args=(workspace_id,), expires=expires)
             queued += 1
     return queued
 
 
 @shared_task(ignore_result=True)
 def workspace_refresh(workspace_id: int) -> str:
-    """Incremental refresh (or a full rescore when the day or the settings changed)."""
+    """A refresh queued on demand (or by the sweep): incremental, or a full rescore when the day
+    or the settings changed. Found busy, it queues itself again (demand.refresh_demand_busy)."""
     if not Workspace.objects.filter(id=workspace_id).exists():
         return "gone"
+    queued_at = scoring.refresh_demand_take(workspace_id=workspace_id)
     started = time.perf_counter()
+    if queued_at is not None:
+        waited = (timezone.now() - queued_at).total_seconds()
+        metrics.SCORE_REFRESH_WAIT_SECONDS.observe(max(waited, 0.0))
     mode = scoring.workspace_refresh(workspace_id=workspace_id).mode
+    if mode == "busy":
+        scoring.refresh_demand_busy(workspace_id=workspace_id)
     metrics.SCORE_REFRESH_SECONDS.labels(mode).observe(time.perf_counter() - started)
     return mode
 

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 from django.db import connection
 
+from config.celery import app as celery_app
 from engagement.erasure_hooks import ErasureStage, erasure_hook_register, erasure_hook_unregister
 from engagement.models import Product, Workspace
 from engagement.services import product_create
@@ -50,6 +51,14 @@ def acme(db) -> Tenant:
 @pytest.fixture
 def globex(db) -> Tenant:
     return make_tenant("Globex")
+
+
+@pytest.fixture
+def eager_tasks():
+    """Queued tasks run at once, in the test's process, as a worker would pick them up."""
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = False
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from engagement.models.progress import ActivationStep, Feature
 from engagement.models.scores import (
     AccountScore,
     AccountScoreDay,
+    RefreshDemand,
     ScoreFields,
     ScoreHistoryBackfill,
     ScoreHistoryState,
@@ -33,6 +34,7 @@ __all__ = [
     "Membership",
     "Product",
     "ProductMembership",
+    "RefreshDemand",
     "ScoreFields",
     "ScoreHistoryBackfill",
     "ScoreHistoryState",

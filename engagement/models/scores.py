@@ -51,6 +51,20 @@ class ScoringState(models.Model):
         return f"scoring state of workspace {self.workspace_id}"
 
 
+class RefreshDemand(models.Model):
+    """Whether a refresh of the workspace is queued and not yet started, since when
+    (engagement/scoring/demand.py). Apart from ScoringState, whose row a running refresh holds:
+    a change marking the next refresh never waits for the one running."""
+
+    workspace = models.OneToOneField(
+        Workspace, on_delete=models.CASCADE, primary_key=True, related_name="refresh_demand"
+    )
+    queued_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"refresh of workspace {self.workspace_id} queued at {self.queued_at}"
+
+
 class ScoreFields(models.Model):
     """Precomputed metrics the read API serves; every input of the score is here."""
 

@@ -5,7 +5,6 @@ import html
 import pytest
 from django.urls import reverse
 
-from config.celery import app
 from engagement.models import Segment, SegmentMember, UserScore
 from engagement.scoring import workspace_rescore
 from tests.engagement.config_probes import stored_config
@@ -13,13 +12,6 @@ from tests.engagement.helpers import apply, group, track
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
 pytestmark = pytest.mark.both_databases
-
-
-@pytest.fixture
-def eager_tasks():
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
 
 
 def workspace_form(tenant, *, weights=(), **overrides) -> dict:

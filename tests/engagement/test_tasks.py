@@ -2,7 +2,6 @@
 
 import pytest
 
-from config.celery import app
 from engagement.models import UserScore
 from engagement.services import product_create
 from engagement.tasks import scores_refresh_due
@@ -10,13 +9,6 @@ from tests.engagement.helpers import apply, track
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
 pytestmark = pytest.mark.both_databases
-
-
-@pytest.fixture
-def eager_tasks():
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
 
 
 def test_periodic_refresh_scores_new_events_and_skips_idle_workspaces(acme, eager_tasks, settings):

@@ -17,7 +17,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from engagement.models import Account, Event, User
+from engagement.models import Account, AccountScore, Event, User, UserScore
 from ingestion.models import AcceptedRequest
 from tests.conftest import make_tenant
 from tests.processes import database_url
@@ -130,6 +130,35 @@ def test_http_to_worker_to_postgresql(live_door, worker_env):
         ("Report_Created", "acme"),
         ("Report_Shared", "acme"),
     ]
+
+
+def test_a_track_moves_the_scores_within_seconds_with_no_beat_running(live_door, worker_env):
+    """The drain queues the refresh (engagement/scoring/demand.py): no beat runs, and the
+    sweep's period is an hour."""
+    acme = make_tenant("Acme")
+    worker_env["SCORING_REFRESH_SECONDS"] = "3600"
+    worker = start("worker", "--concurrency", "2", "--without-gossip", env=worker_env)
+
+    def scored() -> tuple[float | None, float | None]:
+        user = UserScore.objects.filter(workspace=acme.workspace, user__tracking_id="ann")
+        account = AccountScore.objects.filter(workspace=acme.workspace, account__tracking_id="acme")
+        return (
+            user.values_list("raw_score", flat=True).first(),
+            account.values_list("raw_score", flat=True).first(),
+        )
+
+    track = {"userId": "ann", "event": "Report_Created", "context": {"groupId": "acme"}}
+    try:
+        assert post(f"{live_door.url}/v2/group", {"groupId": "acme", "userId": "ann"}, acme.key.key)
+        assert post(f"{live_door.url}/v2/track", track, acme.key.key) == 202
+        wait_for(lambda: scored() == (1, 1))  # the first refresh: a full rescore
+        for expected in (2, 3):
+            assert post(f"{live_door.url}/v2/track", track, acme.key.key) == 202
+            took = wait_for(lambda n=expected: scored() == (n, n), timeout=10)
+            # A drain, the refresh's delay (250 ms) and an incremental refresh, on a busy box.
+            assert took < 5, took
+    finally:
+        stop(worker)
 
 
 def test_the_sweep_recovers_lost_messages_and_a_killed_worker_without_double_counting(

@@ -5,7 +5,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from config.celery import app
 from engagement.models import Account, ScoreHistoryBackfill, ScoreHistoryState
 from engagement.tasks import score_history_due, scores_refresh_due
 from tests.engagement.helpers import apply, group, track
@@ -20,14 +19,6 @@ def iso_days_ago(days: int) -> str:
     """Noon UTC `days` days ago."""
     noon = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0)
     return (noon - timedelta(days=days)).isoformat()
-
-
-@pytest.fixture
-def eager_tasks():
-    """The beat's tasks run their queued tasks at once, as a worker would pick them up."""
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
 
 
 @pytest.fixture
