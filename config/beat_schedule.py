@@ -18,7 +18,8 @@ def beat_schedule(*, sweep_seconds: int, refresh_seconds: int) -> dict[str, dict
         "events-rollups-order": _every(_HOURLY, "engagement.tasks.event_rollups_order"),
         # The overview's events per day: each stored batch appends tallies, folded here.
         "events-tallies-compact": _every(_HOURLY, "engagement.tasks.event_tallies_compact"),
-        # Scores move within a minute of new events: refresh the workspaces whose data changed.
+        # Changes queue their own refresh (engagement/scoring/demand.py); this sweep catches
+        # what was lost and the workspaces whose day ended, looking only where something changed.
         "scores-refresh-due": _every(refresh_seconds, "engagement.tasks.scores_refresh_due"),
         "scores-purge-event-activity": _every(_MINUTELY, "engagement.tasks.event_activity_purge"),
         "segments-purge-changes": _every(_HOURLY, "engagement.tasks.segment_changes_purge"),

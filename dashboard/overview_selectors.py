@@ -207,6 +207,25 @@ def _money(amount: float | Decimal | None, accounts: int) -> MoneyFigure:
 def workspace_revenue(*, workspace: Workspace) -> Revenue:
     """The workspace's MRR in all, by health band and renewing at risk (see Revenue). Accounts
     without an `am.mrr` number have no MRR: they add nothing and are not counted."""
+    bands = _mrr_by_band(workspace)
+    # The total is the sum of the bands' sums, added as decimals.
+    total = sum((Decimal(repr(b["total"])) for b in bands if b["with_mrr"]), Decimal(0))
+    with_mrr = sum(b["with_mrr"] for b in bands)
+    at_risk, segment_id, as_built = _renewal_at_risk(workspace)
+    return Revenue(
+        total=_money(total, with_mrr),
+        bands=[
+            (band.label, _money(found["total"], found["with_mrr"]))
+            for band, found in zip(BANDS, bands, strict=True)
+        ],
+        at_risk=at_risk,
+        at_risk_days=RENEWAL_DAYS if as_built else None,
+        segment_id=segment_id,
+    )
+
+
+def _mrr_by_band(workspace: Workspace) -> list[dict]:
+    """Per health band, lowest first: the sum of its accounts' MRR and how many have one."""
     accounts = subjects_listed(workspace, "accounts").annotate(
         ws=FilteredRelation("scores", condition=Q(scores__workspace_id=workspace.id))
     )
@@ -233,14 +252,17 @@ def workspace_revenue(*, workspace: Workspace) -> Revenue:
         .order_by()
     }
     no_mrr = {"total": None, "with_mrr": 0}
-    bands = [per_band.get(index, no_mrr) for index in range(len(BANDS))]
-    # The total is the sum of the bands' sums, added as decimals.
-    total = sum((Decimal(repr(b["total"])) for b in bands if b["with_mrr"]), Decimal(0))
-    with_mrr = sum(b["with_mrr"] for b in bands)
-    # At risk: the members of the workspace's "Renewal at risk" segment (kept by every score
-    # refresh, so the figure and the list its link opens agree), read through the member index
-    # rather than evaluating the conditions over every account; a workspace that deleted or
-    # renamed its segment is evaluated against the built-in conditions.
+    return [per_band.get(index, no_mrr) for index in range(len(BANDS))]
+
+
+def _renewal_at_risk(workspace: Workspace) -> tuple[MoneyFigure, int | None, bool]:
+    """The MRR of the accounts renewing at risk; the segment that lists them (None: none); and
+    whether its conditions are the built-in ones (its days then mean RENEWAL_DAYS).
+
+    At risk: the members of the workspace's "Renewal at risk" segment (kept by every score
+    refresh, so the figure and the list its link opens agree), read through the member index
+    rather than evaluating the conditions over every account; a workspace that deleted or
+    renamed its segment is evaluated against the built-in conditions."""
     segment = (
         Segment.objects.filter(workspace_id=workspace.id, name=RENEWAL_AT_RISK)
         .order_by("-builtin", "id")
@@ -266,19 +288,10 @@ def workspace_revenue(*, workspace: Workspace) -> Revenue:
     )
     # No account at risk is nothing at risk ($0); accounts at risk none of which has an MRR are
     # an amount not known ("–").
-    at_risk_amount = _money(at_risk["total"], at_risk["with_mrr"]).amount
+    amount = _money(at_risk["total"], at_risk["with_mrr"]).amount
     if not at_risk["accounts"]:
-        at_risk_amount = Decimal("0.00")
-    return Revenue(
-        total=_money(total, with_mrr),
-        bands=[
-            (band.label, _money(found["total"], found["with_mrr"]))
-            for band, found in zip(BANDS, bands, strict=True)
-        ],
-        at_risk=MoneyFigure(at_risk_amount, at_risk["accounts"]),
-        at_risk_days=RENEWAL_DAYS if as_built else None,
-        segment_id=segment_id,
-    )
+        amount = Decimal("0.00")
+    return MoneyFigure(amount, at_risk["accounts"]), segment_id, as_built
 
 
 def workspace_overview(*, workspace: Workspace) -> WorkspaceOverview:

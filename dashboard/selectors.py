@@ -217,24 +217,7 @@ def _list_queryset(workspace: Workspace, query: ListQuery, target: str) -> Query
             subjects = subjects.alias(
                 mrr=TraitNumber(MRR_TRAIT, "traits"), renewal=TraitText(RENEWAL_TRAIT, "traits")
             )
-    term = query.search.strip().lower()
-    if term:
-        lowered = {
-            f"{name}_lower": Lower(TraitText(name, "traits")) for name in _SEARCH_TRAITS[target]
-        }
-        matches = Q()
-        for column in _SEARCH_COLUMNS[target]:
-            matches |= Q(**{f"{column}__icontains": term})
-        for alias in lowered:
-            matches |= Q(**{f"{alias}__contains": term})
-        subjects = subjects.alias(**lowered).filter(matches)
-    if query.segment_id is not None:
-        members = SegmentMember.objects.filter(segment_id=query.segment_id)
-        key = "user_id" if target == "users" else "account_id"
-        subjects = subjects.filter(id__in=members.values(key))
-    band = band_by_key(query.band)
-    if band is not None:
-        subjects = subjects.filter(score__gte=band.floor, score__lte=band.ceiling)
+    subjects = _list_filtered(subjects, query, target)
     if query.sort == "name":
         # Never NULL: no NULLS FIRST/LAST, which would keep the (product, name_key, id) index
         # from giving the order (read forwards, or backwards when descending).
@@ -253,6 +236,29 @@ def _list_queryset(workspace: Workspace, query: ListQuery, target: str) -> Query
         order = sorted_by.desc(nulls_last=True)
         tie = "id" if query.sort == "score" else "-id"
     return subjects.order_by(order, tie)
+
+
+def _list_filtered(subjects: QuerySet, query: ListQuery, target: str) -> QuerySet:
+    """The subjects the query's search, segment and band keep."""
+    term = query.search.strip().lower()
+    if term:
+        lowered = {
+            f"{name}_lower": Lower(TraitText(name, "traits")) for name in _SEARCH_TRAITS[target]
+        }
+        matches = Q()
+        for column in _SEARCH_COLUMNS[target]:
+            matches |= Q(**{f"{column}__icontains": term})
+        for alias in lowered:
+            matches |= Q(**{f"{alias}__contains": term})
+        subjects = subjects.alias(**lowered).filter(matches)
+    if query.segment_id is not None:
+        members = SegmentMember.objects.filter(segment_id=query.segment_id)
+        key = "user_id" if target == "users" else "account_id"
+        subjects = subjects.filter(id__in=members.values(key))
+    band = band_by_key(query.band)
+    if band is not None:
+        subjects = subjects.filter(score__gte=band.floor, score__lte=band.ceiling)
+    return subjects
 
 
 class _ListedAccount(TypedDict):

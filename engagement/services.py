@@ -248,6 +248,15 @@ def _messages_apply(
         stored = event_store.events_store(product_id=product_id, staged=staged)
         result.accounts_touched.update(stored.account_ids)
         result.events_created = stored.count
+    _aliases_apply(product_id, alias_calls, result)
+    result.users_touched.update(u.id for u in users.values())
+    result.accounts_touched.update(a.id for a in accounts.values())
+    result.accounts_touched.update(account_id for _, account_id in links)
+    return result
+
+
+def _aliases_apply(product_id: int, alias_calls: Sequence[Message], result: ApplyResult) -> None:
+    """Merge each alias call's previous id into its user, in order; note whom they touched."""
     for call in alias_calls:
         assert call.previous_id is not None and call.user_id is not None  # a valid alias has both
         merge = alias_apply(
@@ -258,10 +267,6 @@ def _messages_apply(
         )
         result.users_touched |= merge.users_touched
         result.accounts_touched |= merge.accounts_touched
-    result.users_touched.update(u.id for u in users.values())
-    result.accounts_touched.update(a.id for a in accounts.values())
-    result.accounts_touched.update(account_id for _, account_id in links)
-    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,34 +313,39 @@ def account_prefixed_traits_replace(
         # Locked (or created) as messages_apply locks accounts: no deadlock with a drain.
         accounts = accounts_lock_or_create(product_id, tracking_ids, lock=tracking_ids)
         for tracking_id, account in accounts.items():
-            wanted = traits_by_tracking_id[tracking_id]
-            stored, times = account.traits, account.trait_times
-            assert stored is not None and times is not None  # all locked, so read with traits
             name = (fallback_names or {}).get(tracking_id)
-            renames = bool(
-                name
-                and stored.get("name") != name
-                and ("name" not in stored or times.get("name") == 0)
-            )
-            held = {k: v for k, v in stored.items() if k.startswith(prefix)}
-            if not account.created and not renames and _same_json(held, wanted):
-                continue  # nothing to change: not written
-            account.changed = True
-            for key in [k for k in stored if k.startswith(prefix)]:
-                del stored[key]
-                times.pop(key, None)
-            for key, value in wanted.items():
-                stored[key] = value
-                times[key] = now_ms
-            if name and ("name" not in stored or times.get("name") == 0):
-                stored["name"] = name
-                times["name"] = 0
+            _prefixed_traits_set(account, traits_by_tracking_id[tracking_id], prefix, name, now_ms)
         accounts_write(accounts.values(), now)
     created = sum(account.created for account in accounts.values())
     changed = sum(bool(account.changed) for account in accounts.values())
     if changed:
         scores_refresh_soon(product_id=product_id)
     return PrefixedTraitsResult(matched=len(accounts) - created, created=created, changed=changed)
+
+
+def _prefixed_traits_set(
+    account: AccountState, wanted: dict, prefix: str, name: str | None, now_ms: int
+) -> None:
+    """Give a locked account these prefixed traits (and `name` as its fallback name), marking it
+    changed; an account that already has them is left unchanged."""
+    stored, times = account.traits, account.trait_times
+    assert stored is not None and times is not None  # all locked, so read with traits
+    renames = bool(
+        name and stored.get("name") != name and ("name" not in stored or times.get("name") == 0)
+    )
+    held = {k: v for k, v in stored.items() if k.startswith(prefix)}
+    if not account.created and not renames and _same_json(held, wanted):
+        return  # nothing to change: not written
+    account.changed = True
+    for key in [k for k in stored if k.startswith(prefix)]:
+        del stored[key]
+        times.pop(key, None)
+    for key, value in wanted.items():
+        stored[key] = value
+        times[key] = now_ms
+    if name and ("name" not in stored or times.get("name") == 0):
+        stored["name"] = name
+        times["name"] = 0
 
 
 def _same_json(held: dict, wanted: dict) -> bool:

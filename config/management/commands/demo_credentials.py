@@ -30,6 +30,21 @@ def _demo_token_file() -> Path:
     return Path(settings.DATA_DIR) / "demo-api-token"
 
 
+def _demo_token(product: Product, *, new_token: bool) -> str:
+    """The demo API token this installation printed before (remembered in the data directory),
+    or, when it has none or `new_token` asks, a new one, revoking the earlier ones."""
+    token = None if new_token else _remembered_demo_token(product.id)
+    if token is None:
+        if new_token:
+            for old in ApiToken.objects.filter(
+                product=product, name=DEMO_TOKEN_NAME, revoked_at__isnull=True
+            ):
+                api_token_revoke(token_id=old.id)
+        _, token = api_token_create(product_id=product.id, name=DEMO_TOKEN_NAME)
+        _remember_demo_token(token)
+    return token
+
+
 def _remembered_demo_token(product_id: int) -> str | None:
     try:
         plain = _demo_token_file().read_text().strip()
@@ -124,15 +139,7 @@ class Command(BaseCommand):
                 .order_by("created_at")
                 .first()
             ) or ingestion_key_create(product_id=product.id, label="demo")
-            token = None if new_token else _remembered_demo_token(product.id)
-            if token is None:
-                if new_token:
-                    for old in ApiToken.objects.filter(
-                        product=product, name=DEMO_TOKEN_NAME, revoked_at__isnull=True
-                    ):
-                        api_token_revoke(token_id=old.id)
-                _, token = api_token_create(product_id=product.id, name=DEMO_TOKEN_NAME)
-                _remember_demo_token(token)
+            token = _demo_token(product, new_token=new_token)
             # A product starts with a workspace, but an operator may have deleted it since.
             workspace = product.workspaces.order_by("id").first() or workspace_create(
                 product=product, name="Default"
@@ -159,7 +166,7 @@ class Command(BaseCommand):
             "Identify a user of the account acme, then send an event (each answers 202):\n"
             f"{identify}\n"
             f"{track}\n"
-            "Read accounts ranked by engagement (scores refresh within a minute):\n"
+            "Read accounts ranked by engagement (scores move within seconds of an event):\n"
             f"{read}\n"
             f"{_sign_in_lines(base_url, login)}"
         )
