@@ -229,9 +229,16 @@ SCORING_REFRESH_DELAY_MS = env_int("SCORING_REFRESH_DELAY_MS", 250, minimum=0)
 # How long the record of applied event batches (EventActivity) is kept for incremental refreshes;
 # a workspace last scored before that is rescored in full.
 SCORING_ACTIVITY_KEEP_MINUTES = env_int("SCORING_ACTIVITY_KEEP_MINUTES", 30, minimum=5)
-# Each refresh re-reads changes this far behind its watermark, so rows written by a transaction
-# that committed after the previous refresh started are never missed.
-SCORING_WATERMARK_OVERLAP_SECONDS = env_int("SCORING_WATERMARK_OVERLAP_SECONDS", 30, minimum=0)
+# Each refresh re-reads changes this far behind its watermark. On PostgreSQL the watermark is
+# already the start of the oldest transaction still writing (engagement/scoring/changes.py), so
+# the overlap only covers clocks: a writer's host clock behind the database's, a timestamp taken
+# just before its transaction began. SQLite cannot tell which transactions are open: there it
+# covers a writing transaction's whole length.
+SCORING_WATERMARK_OVERLAP_SECONDS = env_int(
+    "SCORING_WATERMARK_OVERLAP_SECONDS",
+    2 if "postgresql" in DATABASES["default"]["ENGINE"] else 30,
+    minimum=0,
+)
 # PostgreSQL work_mem for a refresh's aggregations (SET LOCAL: this transaction only).
 SCORING_WORK_MEM_MB = env_int("SCORING_WORK_MEM_MB", 256, minimum=4)
 # PostgreSQL: a full rescore and a history build compute their accounts on a second connection,

@@ -37,6 +37,12 @@ class DatabaseBackend:
         """The scoring engine's SQL expressions for this database."""
         raise NotImplementedError
 
+    def oldest_write_started(self) -> datetime | None:
+        """When the oldest transaction of another session that has written to this database and
+        not yet ended began (the rows it writes are stamped after that); None when there is
+        none or the database cannot tell."""
+        return None
+
     def bulk_source(self, fields: list[models.Field], rows: Sequence[Sequence]) -> tuple[str, list]:
         """The rows as a subquery with columns c0, c1, ... and its parameters."""
         raise NotImplementedError

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import date
+from datetime import date, datetime
 
 from django.db import OperationalError, connection, models, transaction
 
@@ -57,6 +57,17 @@ class PostgresBackend(DatabaseBackend):
     @property
     def dialect(self) -> Dialect:
         return Dialect("postgresql")
+
+    def oldest_write_started(self) -> datetime | None:
+        # backend_xid is set once a transaction writes; a read-only one (a pg_dump, a report)
+        # never holds the watermark back.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT min(xact_start) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL"
+            )
+            row = cursor.fetchone()
+        return row[0] if row else None
 
     def bulk_source(self, fields: list[models.Field], rows: Sequence[Sequence]) -> tuple[str, list]:
         return _pg_source(fields, rows)

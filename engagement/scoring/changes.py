@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from engagement.backends import database_backend
 from engagement.features import workspace_features
 from engagement.models import EventWeight, ScoringState, Workspace
 from engagement.scoring.run import ScoringRun, db_datetime
@@ -39,6 +40,16 @@ def workspace_config_digest(*, workspace: Workspace) -> str:
     if features:  # adoption counts features then (left out otherwise: digests stay as they were)
         config["features"] = features
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+
+
+def watermark_at(now: datetime) -> datetime:
+    """What a refresh starting to read changes at `now` may record as scored through: `now`, or
+    the start of the oldest transaction still writing, when earlier. That transaction's rows,
+    stamped after it began, are not visible to this refresh; the next one reads from before
+    them. (Without this, the overlap alone would have to span the longest writing transaction:
+    it did, at 30 s, and each refresh under steady load re-scored 30 s of changes.)"""
+    oldest = database_backend().oldest_write_started()
+    return now if oldest is None else min(now, oldest)
 
 
 def changes_since(state: ScoringState) -> datetime | None:

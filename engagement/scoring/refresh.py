@@ -29,6 +29,7 @@ from engagement.scoring.changes import (
     activity_kept_since,
     changes_since,
     load_changed,
+    watermark_at,
     workspace_config_digest,
 )
 from engagement.scoring.figures import (
@@ -99,11 +100,13 @@ def workspace_refresh(
         digest = workspace_config_digest(workspace=workspace)
         today = now.astimezone(UTC).date()
         since = changes_since(state)
+        # Taken before anything is read: what this refresh sees is complete up to here.
+        watermark = watermark_at(now)
         full = force_full or _needs_full(state, since=since, now=now, digest=digest)
         run = ScoringRun(
             workspace=workspace, state=state, now=now, today=today, own_transaction=own_transaction
         )
-        scored = _scores_compute(run, full=full, since=since)
+        scored = _scores_compute(run, full=full, since=since, watermark=watermark)
         if scored is None:
             return RefreshResult(workspace_id=workspace_id, mode="idle")
         users, accounts, recomputed = scored
@@ -117,7 +120,15 @@ def workspace_refresh(
             recomputed=recomputed,
         )
         duration_ms = int((time.monotonic() - started) * 1000)
-        _state_record(state, now=now, today=today, full=full, digest=digest, ms=duration_ms)
+        _state_record(
+            state,
+            now=now,
+            watermark=watermark,
+            today=today,
+            full=full,
+            digest=digest,
+            ms=duration_ms,
+        )
     if full:
         score_tables_analyze()
     logger.info(
@@ -138,7 +149,7 @@ def workspace_refresh(
 
 
 def _scores_compute(
-    run: ScoringRun, *, full: bool, since: datetime | None
+    run: ScoringRun, *, full: bool, since: datetime | None, watermark: datetime
 ) -> tuple[int, int, RecomputedIds | None] | None:
     """Rescore the workspace in full or incrementally, then close the run; returns the users
     and accounts scored, and after an incremental refresh the ids it recomputed. None when an
@@ -150,8 +161,8 @@ def _scores_compute(
         assert since is not None  # an incremental refresh has a watermark (_needs_full)
         changed = _rescore_changed(run, since=since)
         if changed is None:
-            # Nothing changed up to `now`: the watermark moves on all the same.
-            run.state.scored_through = run.now
+            # Nothing changed up to the watermark: it moves on all the same.
+            run.state.scored_through = watermark
             run.state.save(update_fields=["scored_through"])
             return None
         users, accounts = changed
@@ -195,9 +206,16 @@ def _needs_full(state: ScoringState, *, since: datetime | None, now: datetime, d
 
 
 def _state_record(
-    state: ScoringState, *, now: datetime, today: date, full: bool, digest: str, ms: int
+    state: ScoringState,
+    *,
+    now: datetime,
+    watermark: datetime,
+    today: date,
+    full: bool,
+    digest: str,
+    ms: int,
 ) -> None:
-    state.scored_through = now
+    state.scored_through = watermark
     state.window_end = today
     state.refreshed_at = now
     state.last_refresh_ms = ms

@@ -1,16 +1,17 @@
 """Which applied batches an incremental refresh reads (EventActivity), how long they are kept,
 and what happens to a workspace whose watermark is older than that."""
 
-from datetime import timedelta
+from datetime import date, timedelta
 
 import pytest
 from django.db import connection
 from django.utils import timezone
 
-from engagement.models import EventActivity, EventRollup, ScoringState, User
+from engagement.models import EventActivity, EventRollup, ScoringState, User, UserScore
 from engagement.scoring import workspace_refresh, workspace_refresh_is_due
 from engagement.services import event_activity_purge
 from engagement.tasks import event_activity_purge as event_activity_purge_task
+from tests.conftest import other_session
 from tests.engagement.helpers import apply, track
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
@@ -93,3 +94,28 @@ def test_adding_to_a_rollup_rewrites_no_index(acme):
         updated, hot = cursor.fetchone()
     assert EventRollup.objects.get().count == 2
     assert (updated, hot) == (1, 1)
+
+
+@pytest.mark.postgresql
+def test_a_change_committed_after_a_refresh_read_is_scored_by_the_next(
+    acme, transactional_db, settings
+):
+    """The watermark stops at the start of the oldest transaction still writing: a change it
+    stamped before the refresh, committed after, is read by the next refresh with no overlap."""
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
+    apply(acme, track("ada", "Login"), track("grace", "Login"))
+    workspace_refresh(workspace_id=acme.workspace.id)
+
+    with other_session() as writer:
+        writer.execute(
+            'UPDATE engagement_user SET traits = \'{"createdAt": "2020-01-01"}\','
+            " updated_at = clock_timestamp() WHERE tracking_id = 'grace'"
+        )
+        started = writer.execute("SELECT now()").fetchone()[0]
+        assert workspace_refresh(workspace_id=acme.workspace.id).mode == "idle"  # not visible yet
+        assert ScoringState.objects.get(workspace=acme.workspace).scored_through <= started
+    # The writer's transaction commits as the block ends.
+
+    assert workspace_refresh(workspace_id=acme.workspace.id).mode == "incremental"
+    grace = UserScore.objects.get(workspace=acme.workspace, user__tracking_id="grace")
+    assert grace.tenure_days == (timezone.now().date() - date(2020, 1, 1)).days
