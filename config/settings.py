@@ -229,16 +229,12 @@ SCORING_REFRESH_DELAY_MS = env_int("SCORING_REFRESH_DELAY_MS", 250, minimum=0)
 # How long the record of applied event batches (EventActivity) is kept for incremental refreshes;
 # a workspace last scored before that is rescored in full.
 SCORING_ACTIVITY_KEEP_MINUTES = env_int("SCORING_ACTIVITY_KEEP_MINUTES", 30, minimum=5)
-# Each refresh re-reads changes this far behind its watermark. On PostgreSQL the watermark is
-# already the start of the oldest transaction still writing (engagement/scoring/changes.py), so
-# the overlap only covers clocks: a writer's host clock behind the database's, a timestamp taken
-# just before its transaction began. SQLite cannot tell which transactions are open: there it
-# covers a writing transaction's whole length.
-SCORING_WATERMARK_OVERLAP_SECONDS = env_int(
-    "SCORING_WATERMARK_OVERLAP_SECONDS",
-    2 if "postgresql" in DATABASES["default"]["ENGINE"] else 30,
-    minimum=0,
-)
+# How long a writing transaction may take to commit, for what cannot see open transactions: a
+# refresh on SQLite re-reads changes this far behind its watermark (on PostgreSQL the watermark
+# stops at the oldest transaction still writing, and the re-read covers clocks only: 2 s, see
+# engagement/scoring/changes.py); users counted, and today's history noted as a past day, allow
+# for commits this late.
+SCORING_WATERMARK_OVERLAP_SECONDS = env_int("SCORING_WATERMARK_OVERLAP_SECONDS", 30, minimum=0)
 # PostgreSQL work_mem for a refresh's aggregations (SET LOCAL: this transaction only).
 SCORING_WORK_MEM_MB = env_int("SCORING_WORK_MEM_MB", 256, minimum=4)
 # PostgreSQL: a full rescore and a history build compute their accounts on a second connection,

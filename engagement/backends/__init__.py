@@ -29,6 +29,8 @@ class DatabaseBackend:
     the implementations answer alike on the same data (tests run on both databases)."""
 
     vendor = ""
+    # Whether oldest_write_started can tell (engagement.scoring.changes.watermark_at).
+    sees_open_writes = False
     # Rows per set-based statement (engagement.bulk).
     bulk_rows = 500
 

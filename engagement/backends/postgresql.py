@@ -52,6 +52,7 @@ _PG_JOIN = """
 
 class PostgresBackend(DatabaseBackend):
     vendor = "postgresql"
+    sees_open_writes = True
     bulk_rows = 50_000  # arrays of any length: one statement, parsed once
 
     @property

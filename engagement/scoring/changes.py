@@ -52,12 +52,22 @@ def watermark_at(now: datetime) -> datetime:
     return now if oldest is None else min(now, oldest)
 
 
+# Where the watermark already waits for open transactions (watermark_at), the re-read covers
+# clocks only: a writer's host clock behind the database's (NTP keeps them within milliseconds),
+# a timestamp taken just before its transaction's first statement.
+CLOCK_MARGIN = timedelta(seconds=2)
+
+
 def changes_since(state: ScoringState) -> datetime | None:
     """From when a refresh re-reads changes: the watermark less the overlap that catches
-    transactions committed late; None for a workspace never scored."""
+    transactions committed late (CLOCK_MARGIN where the database shows open transactions, at most
+    SCORING_WATERMARK_OVERLAP_SECONDS); None for a workspace never scored."""
     if state.scored_through is None:
         return None
-    return state.scored_through - timedelta(seconds=settings.SCORING_WATERMARK_OVERLAP_SECONDS)
+    overlap = timedelta(seconds=settings.SCORING_WATERMARK_OVERLAP_SECONDS)
+    if database_backend().sees_open_writes:
+        overlap = min(overlap, CLOCK_MARGIN)
+    return state.scored_through - overlap
 
 
 def activity_kept_since(since: datetime, now: datetime, *, margin: float = 1.0) -> bool:
