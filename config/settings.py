@@ -235,6 +235,13 @@ SCORING_ACTIVITY_KEEP_MINUTES = env_int("SCORING_ACTIVITY_KEEP_MINUTES", 30, min
 # engagement/scoring/changes.py); users counted, and today's history noted as a past day, allow
 # for commits this late.
 SCORING_WATERMARK_OVERLAP_SECONDS = env_int("SCORING_WATERMARK_OVERLAP_SECONDS", 30, minimum=0)
+# An incremental refresh of a large workspace takes p90 over every score row (a pass over all of
+# them) at most this often; between, it scores the changed users against the p90 kept, and a
+# score may differ from its exact value by p90's relative move over this while (docs/scoring.md).
+# 0: every refresh, exact.
+SCORING_P90_SECONDS = env_int("SCORING_P90_SECONDS", 60, minimum=0)
+# ... in workspaces of at least this many scored users; below, every refresh takes p90 exactly.
+SCORING_P90_EXACT_USERS = env_int("SCORING_P90_EXACT_USERS", 100_000, minimum=0)
 # PostgreSQL work_mem for a refresh's aggregations (SET LOCAL: this transaction only).
 SCORING_WORK_MEM_MB = env_int("SCORING_WORK_MEM_MB", 256, minimum=4)
 # PostgreSQL: a full rescore and a history build compute their accounts on a second connection,

@@ -26,6 +26,9 @@ class ScoringState(models.Model):
     # 90th percentile of the workspace's non-zero raw scores, now and one period earlier.
     p90 = models.FloatField(default=0)
     previous_p90 = models.FloatField(default=0)
+    # When p90 was last taken over every score row (None: before this was kept). Incremental
+    # refreshes take it again at most every SCORING_P90_SECONDS (engagement/scoring/ranks.py).
+    p90_at = models.DateTimeField(null=True, blank=True)
     refreshed_at = models.DateTimeField(null=True, blank=True)
     full_rescored_at = models.DateTimeField(null=True, blank=True)
     last_refresh_ms = models.PositiveIntegerField(default=0)

@@ -21,6 +21,7 @@ from django.utils import timezone
 from engagement.backends import database_backend
 from engagement.features import workspace_features
 from engagement.models import EventWeight, ScoringState, Workspace
+from engagement.scoring.ranks import p90_lags
 from engagement.scoring.run import ScoringRun, db_datetime
 from engagement.stored_json import read_account_filter
 
@@ -101,6 +102,8 @@ def workspace_refresh_is_due(*, workspace: Workspace, now: datetime | None = Non
     if state.window_end != now.astimezone(UTC).date():
         return True
     if state.config_digest != workspace_config_digest(workspace=workspace):
+        return True
+    if p90_lags(state, now):
         return True
     since = changes_since(state)
     assert since is not None  # the workspace was scored (checked above)

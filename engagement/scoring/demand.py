@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Q
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from engagement.models import EventActivity, RefreshDemand, ScoringState, Workspace
@@ -112,17 +112,25 @@ def refresh_demands_stale_requeue(*, now: datetime | None = None) -> list[int]:
 def workspaces_to_sweep(*, now: datetime | None = None) -> list[int]:
     """The workspaces the sweep checks (engagement.scoring.changes.workspace_refresh_is_due):
     never scored; scored for an earlier day; with a watermark half the kept activity old (an idle
-    refresh moves it on before the activity it needs is purged); or whose product applied events
-    in the last two refresh periods (a refresh the applying process could not queue). Two
-    queries, whatever the number of workspaces: their cost grows with those found."""
+    refresh moves it on before the activity it needs is purged); whose p90 lags (taken
+    SCORING_P90_SECONDS ago, scores written since); or whose product applied events in the last
+    two refresh periods (a refresh the applying process could not queue). Two queries, whatever
+    the number of workspaces, then one per product found: their cost grows with those found."""
     now = now or timezone.now()
     today = timezone.localdate(now, timezone=timezone.get_fixed_timezone(0))
     idle_since = now - timedelta(minutes=settings.SCORING_ACTIVITY_KEEP_MINUTES) * 0.5
+    p90_since = now - timedelta(seconds=settings.SCORING_P90_SECONDS)
     due = Workspace.objects.filter(
         Q(scoring_state__isnull=True)
         | Q(scoring_state__scored_through__isnull=True)
         | Q(scoring_state__window_end__lt=today)
         | Q(scoring_state__scored_through__lt=idle_since)
+        # p90 lags (engagement.scoring.ranks.p90_lags): due, and scores written since it was taken
+        | Q(scoring_state__p90_at__isnull=True)
+        | Q(
+            scoring_state__p90_at__lte=p90_since,
+            scoring_state__refreshed_at__gt=F("scoring_state__p90_at"),
+        )
     ).values_list("id", flat=True)
     recent = now - timedelta(seconds=2 * settings.SCORING_REFRESH_SECONDS)
     applied = (

@@ -6,6 +6,11 @@ over the workspace or, after an incremental refresh, from the kept per-score his
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
+from django.conf import settings
+
+from engagement.models import ScoringState
 from engagement.scoring.run import ScoringRun
 
 
@@ -16,13 +21,39 @@ def percentiles(
     return run.backend.raw_percentiles(run, table, raw, previous_raw, where)
 
 
+def p90_due(state: ScoringState, now: datetime) -> bool:
+    """Whether an incremental refresh at `now` takes p90 again over every score row: always in a
+    workspace of fewer than SCORING_P90_EXACT_USERS scored users (the pass is cheap there, and a
+    few events move p90 far) or with no p90 yet; in a larger one when it was taken
+    SCORING_P90_SECONDS ago or more. Between, changed users are scored against the p90 kept, as
+    every other row is: the workspace's scores stay consistent with each other and differ from
+    their exact values by p90's relative move since it was taken."""
+    if state.scored_users < settings.SCORING_P90_EXACT_USERS or state.p90 <= 0:
+        return True
+    period = timedelta(seconds=settings.SCORING_P90_SECONDS)
+    return state.p90_at is None or now - state.p90_at >= period
+
+
+def p90_lags(state: ScoringState, now: datetime) -> bool:
+    """Whether p90 is due and scores were written since it was taken: a refresh must take it
+    again even with nothing else changed, or the lag would last until the next change."""
+    return p90_due(state, now) and (
+        state.p90_at is None
+        or (state.refreshed_at is not None and state.refreshed_at > state.p90_at)
+    )
+
+
 def renormalise_users(run: ScoringRun) -> None:
-    """p90 may have moved: rescore the rows whose rounded score changes with it."""
+    """p90 may have moved: when it is due (p90_due), take it again and rescore the rows whose
+    rounded score changes with it."""
     ws = "workspace_id = %(ws)s"
     run.temp(
         "eds_t_rescored", "user_id BIGINT PRIMARY KEY, score INTEGER, previous INTEGER, was INTEGER"
     )
+    if not p90_due(run.state, run.now):
+        return
     p90s = percentiles(run, "engagement_userscore", "raw_score", "previous_raw_score", ws)
+    run.state.p90_at = run.now
     if p90s == (run.state.p90, run.state.previous_p90):
         return  # write_users already scored the changed users against these values
     run.state.p90, run.state.previous_p90 = p90s

@@ -44,6 +44,7 @@ from engagement.scoring.figures import (
 )
 from engagement.scoring.locks import workspace_state_held
 from engagement.scoring.ranks import (
+    p90_lags,
     percentiles,
     renormalise_users,
     update_moved_ranks,
@@ -271,6 +272,7 @@ def _rescore_everyone_scored(
         alongside.users_aggregate(run)
     # Everyone in scope is here, so p90 comes straight from this run's raw scores.
     run.state.p90, run.state.previous_p90 = percentiles(run, "eds_t_user", "raw", "previous_raw")
+    run.state.p90_at = run.now
     write_users(run)
     if run.filtered:
         delete_out_of_scope(run, "user")
@@ -291,8 +293,8 @@ def _rescore_everyone_scored(
 
 
 def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | None:
-    """Recompute what changed since `since`; None when nothing did."""
-    if not load_changed(run, since=since):
+    """Recompute what changed since `since`; None when nothing did (and p90 does not lag)."""
+    if not load_changed(run, since=since) and not p90_lags(run.state, run.now):
         return None
     run.load_weights()
     if run.filtered:
