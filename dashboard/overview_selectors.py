@@ -42,6 +42,7 @@ from engagement.models import (
     Workspace,
 )
 from engagement.presentation import (
+    MRR_TRAIT,
     account_name,
 )
 from engagement.segments import score_rows_matching
@@ -56,7 +57,7 @@ from engagement.workspace_cache import cached_for_workspace
 if TYPE_CHECKING:
     pass
 
-from dashboard.selectors import LIST_COUNTS_CACHE_SECONDS, MRR_TRAIT, subjects_listed
+from dashboard.selectors import LIST_COUNTS_CACHE_SECONDS, subjects_listed
 
 # The overview (the figures each score refresh keeps, the event tallies, the movers) is cached
 # this long, about as often as scores refresh; a score refresh or a change of the workspace's
@@ -226,8 +227,12 @@ def workspace_revenue(*, workspace: Workspace) -> Revenue:
 
 def _mrr_by_band(workspace: Workspace) -> list[dict]:
     """Per health band, lowest first: the sum of its accounts' MRR and how many have one."""
-    accounts = subjects_listed(workspace, "accounts").annotate(
-        ws=FilteredRelation("scores", condition=Q(scores__workspace_id=workspace.id))
+    # Only the accounts that have the trait, read through their index (account_with_mrr_idx): a
+    # workspace without Marketplace revenue reads none, not every account's traits.
+    accounts = (
+        subjects_listed(workspace, "accounts")
+        .filter(traits__has_key=MRR_TRAIT)
+        .annotate(ws=FilteredRelation("scores", condition=Q(scores__workspace_id=workspace.id)))
     )
     # Accounts not scored yet score 0: the lowest band, as in the overview's band chart.
     accounts = accounts.annotate(

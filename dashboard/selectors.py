@@ -38,6 +38,7 @@ from engagement.models import (
     Workspace,
 )
 from engagement.presentation import (
+    MRR_TRAIT,
     ScoredAccount,
     ScoredUser,
     account_last_seen,
@@ -62,9 +63,8 @@ LIST_COUNTS_CACHE_SECONDS = 10
 # How the accounts (users) list can be ordered, each the name of the annotation it sorts on; ties
 # by id. "name" is the stored natural key of the displayed name (User/Account.name_key).
 ACCOUNT_SORTS = ("score", "change", "name", "last_seen", "active_users", "mrr", "renewal")
-# The account traits of the money columns: monthly recurring revenue in USD (a JSON number, set
-# by the Marketplace sync) and the day the license's maintenance ends, when it renews (ISO date).
-MRR_TRAIT = "am.mrr"
+# The account traits of the money columns: monthly recurring revenue (MRR_TRAIT, from
+# engagement) and the day the license's maintenance ends, when it renews (ISO date).
 RENEWAL_TRAIT = "am.maintenanceEndDate"
 # Sorts whose rows without a value (no MRR, no renewal date) come last in either direction.
 _SORTS_EMPTY_LAST = ("mrr", "renewal")

@@ -16,6 +16,9 @@ if TYPE_CHECKING:  # imported by apps' modules loaded before the models are read
 
 # Traits imported from the Atlassian Marketplace (a license's fields) start with this.
 MARKETPLACE_PREFIX = "am."
+# An account's monthly recurring revenue in USD, a JSON number the Marketplace sync sets: the
+# dashboard's money figures sum it, through an index of the accounts that have it.
+MRR_TRAIT = MARKETPLACE_PREFIX + "mrr"
 # The group trait that names an account's parent (engagement/hierarchy).
 PARENT_TRAIT = "parent_group_id"
 # A name's sort key: digit runs padded to this many digits ("company 2" before "company 10"), the

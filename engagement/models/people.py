@@ -1,9 +1,15 @@
 """Who a product tracks: users, accounts, their traits and the links between them."""
 
 from django.db import models
+from django.db.models import Q
 
 from engagement.models.products import Product
-from engagement.presentation import NAME_KEY_LENGTH, account_name_key, user_name_key
+from engagement.presentation import (
+    MRR_TRAIT,
+    NAME_KEY_LENGTH,
+    account_name_key,
+    user_name_key,
+)
 
 
 class TraitsMixin(models.Model):
@@ -90,6 +96,13 @@ class Account(TraitsMixin):
         indexes = [
             models.Index(fields=["product", "updated_at"], name="account_product_updated_idx"),
             models.Index(fields=["product", "name_key", "id"], name="account_name_key_idx"),
+            # The accounts with an MRR: the overview's money figures read only these, not every
+            # account's traits (docs/marketplace.md).
+            models.Index(
+                fields=["product"],
+                condition=Q(traits__has_key=MRR_TRAIT),
+                name="account_with_mrr_idx",
+            ),
         ]
 
     def __str__(self) -> str:
