@@ -71,6 +71,7 @@ PORT = int(os.environ.get("BENCH_PORT", "8601"))
 CONNECTIONS = 32
 TRACK_BODY = '{"userId":"usr_1042","event":"Report_Created","context":{"groupId":"acc_17"}}'
 LEAN_LABEL = "lean durable door, v2 track"  # bench/lean_door.py
+LEAN_TABLE = "bench_lean_accepted"  # bench/lean_door.py TABLE
 DJANGO_LABEL = "Django as deployed, v2 track"  # bench/bare_*.py
 DOOR_LABEL = "ASGI door, v2 track, durable"
 # The Django yardstick's table (bench/models.py), with the lean door's columns and index.
@@ -175,7 +176,7 @@ def store_counts() -> tuple[int, int, int]:
 
 def lean_counts() -> tuple[int, int, int]:
     """(requests, messages, rows) in the lean door's table: a row, a request and a message each."""
-    count = int(sql("SELECT count(*) FROM bench_lean_accepted")[0][0])
+    count = int(sql(f"SELECT count(*) FROM {LEAN_TABLE}")[0][0])  # noqa: S608 (a constant)
     return count, count, count
 
 
@@ -1226,39 +1227,27 @@ def main() -> int:
         # 2026-11-27) moves them alike, and each pair's two runs are side by side.
         lean_setup = uvicorn_setup.replace("group commit", "group-committed COPY, no framework")
 
-        def django_round() -> Run:
-            env = server_env("bench.bare_settings")
-            with Server("django", gunicorn(django_workers), env):
-                run = Run(DJANGO_LABEL, django_setup)
+        def server_round(server: Server, run: Run, counts, table: str) -> Run:
+            """One timed run on a server started for it, every 202 checked in `table`."""
+            with server:
                 return measure(
-                    wrk_bin,
-                    track,
-                    seconds,
-                    run,
-                    stored=True,
-                    counts=django_counts,
-                    trace_table=BARE_TABLE,
+                    wrk_bin, track, seconds, run, stored=True, counts=counts, trace_table=table
                 )
+
+        def django_round() -> Run:
+            server = Server("django", gunicorn(django_workers), server_env("bench.bare_settings"))
+            return server_round(server, Run(DJANGO_LABEL, django_setup), django_counts, BARE_TABLE)
 
         def lean_round() -> Run:
             lean = uvicorn(args.asgi_workers, "bench.lean_door:application")
-            with Server("lean", lean, server_env()):
-                run = Run(LEAN_LABEL, lean_setup)
-                return measure(
-                    wrk_bin,
-                    track,
-                    seconds,
-                    run,
-                    stored=True,
-                    counts=lean_counts,
-                    trace_table="bench_lean_accepted",
-                )
+            run = Run(LEAN_LABEL, lean_setup)
+            return server_round(Server("lean", lean, server_env()), run, lean_counts, LEAN_TABLE)
 
         def door_round() -> Run:
             # Started for each round, as the lean door is: neither keeps a warm process.
-            with Server("asgi", uvicorn(args.asgi_workers), server_env()):
-                run = Run(DOOR_LABEL, uvicorn_setup)
-                return measure(wrk_bin, track, seconds, run, stored=True)
+            server = Server("asgi", uvicorn(args.asgi_workers), server_env())
+            run = Run(DOOR_LABEL, uvicorn_setup)
+            return server_round(server, run, store_counts, "ingestion_acceptedrequest")
 
         # The door against the lean door in `pairs` runs, each pair side by side and the order
         # alternated (lean-door, door-lean, ...): the figure is the worst pair, so every run
