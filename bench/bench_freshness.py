@@ -14,11 +14,16 @@ sample counts as a miss. The script makes and migrates its own database (eds_ben
 Redis db 10, stops every process it starts, and exits non-zero only when it could not measure.
 
     .venv/bin/python bench/bench_freshness.py --replica    # the read API on a streaming replica
+    .venv/bin/python bench/bench_freshness.py --sustained  # event to score at a million users
 
 With --replica the service runs on a temporary primary cluster and the read API (a separate
 uvicorn) reads a streaming replica of it (bench/pg_clusters.py: two PostgreSQL servers on this
 box, ports BENCH_REPLICA_PORTS, default 5440,5441), as docs/scaling.md's read replicas do; the
 replica's replay lag is sampled on the primary while the calls are sent.
+
+--sustained is another benchmark on the same pieces: the time from a 202 to a changed score at
+the scoring benchmark's scale while the box takes 3,100 messages a second for 10 minutes
+(bench/freshness_sustained.py; `make bench` runs it as bench/bench_sustained.py).
 """
 
 from __future__ import annotations
@@ -76,6 +81,16 @@ class CouldNotMeasure(Exception):
 
 
 def service_env() -> dict[str, str]:
+    return production_env(
+        database_url=DATABASE["url"], replica_url=DATABASE["replica_url"], broker_url=BROKER_URL
+    )
+
+
+def production_env(
+    *, database_url: str, broker_url: str, replica_url: str = "", **extra: str
+) -> dict[str, str]:
+    """The service's environment in production mode on these database and broker (read
+    throttling off, so the pollers are never refused); `extra` adds or overrides settings."""
     static_root = Path(tempfile.gettempdir()) / "eds-bench-fresh-static"
     static_root.mkdir(exist_ok=True)
     env = dict(os.environ)
@@ -86,13 +101,14 @@ def service_env() -> dict[str, str]:
             "SECRET_KEY": "bench-only-secret-key-not-for-production-use-0123456789",
             "FIELD_ENCRYPTION_SALT": "bench-only-salt",
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "DATABASE_URL": DATABASE["url"],
-            "DATABASE_REPLICA_URL": DATABASE["replica_url"],
-            "CELERY_BROKER_URL": BROKER_URL,
+            "DATABASE_URL": database_url,
+            "DATABASE_REPLICA_URL": replica_url,
+            "CELERY_BROKER_URL": broker_url,
             "READ_API_THROTTLE_RATE": "off",
             "STATIC_ROOT": str(static_root),
             "LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(ROOT),
+            **extra,
         }
     )
     return env
@@ -123,11 +139,11 @@ def recreate_database() -> dict:
     return json.loads(manage("create_product", "Bench", "--json"))
 
 
-def clear_broker() -> None:
+def clear_broker(url: str = BROKER_URL) -> None:
     """Empty the bench's own Redis db (queued kicks of an earlier run)."""
     import redis
 
-    redis.Redis.from_url(BROKER_URL).flushdb()
+    redis.Redis.from_url(url).flushdb()
 
 
 _SETTINGS_CODE = """
@@ -160,13 +176,13 @@ def drain_settings() -> dict:
 class Process:
     """One started process group (a server or worker and its children), stopped by its pid."""
 
-    def __init__(self, label: str, command: list[str]) -> None:
+    def __init__(self, label: str, command: list[str], env: dict[str, str] | None = None) -> None:
         self.label = label
         self.log = tempfile.TemporaryFile()
         self.popen = subprocess.Popen(
             command,
             cwd=ROOT,
-            env=service_env(),
+            env=service_env() if env is None else env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stopping it stops its children
@@ -214,7 +230,8 @@ def uvicorn_command(workers: int, port: int = PORT) -> list[str]:
     ]
 
 
-def celery_worker_command(concurrency: int) -> list[str]:
+def celery_worker_command(concurrency: int, *options: str) -> list[str]:
+    """A Celery worker; `options` adds the README's others (--queues, --pool, --hostname)."""
     return [
         str(BIN / "celery"),
         "-A",
@@ -227,6 +244,7 @@ def celery_worker_command(concurrency: int) -> list[str]:
         "--without-gossip",
         "--without-mingle",
         "--without-heartbeat",
+        *options,
     ]
 
 
@@ -824,7 +842,13 @@ def measure_on(args: argparse.Namespace, clusters: tuple[Cluster, Cluster] | Non
             clear_broker()
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--sustained" in argv:
+        # Its own options and setup: the scoring scale under a mixed load (issue 75).
+        from bench.freshness_sustained import main as sustained_main
+
+        return sustained_main([arg for arg in argv if arg != "--sustained"])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=1000.0, help="track calls per second")
     parser.add_argument("--seconds", type=float, default=30.0, help="how long to send (max 120)")
@@ -844,7 +868,13 @@ def main() -> int:
         action="store_true",
         help="run on a temporary primary; the read server reads its streaming replica",
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--sustained",
+        action="store_true",
+        help="event to score at the scoring scale under a sustained mixed load "
+        "(bench/freshness_sustained.py; its options: --sustained --help)",
+    )
+    args = parser.parse_args(argv)
     args.separate_read_server = args.separate_read_server or args.replica
     args.seconds = min(max(args.seconds, 1.0), 120.0)
     args.rate = min(max(args.rate, 1.0), 20_000.0)

@@ -65,6 +65,19 @@ TARGETS: dict[str, Target] = {
     "overview_cold_p95_ms": Target(
         "bench_dashboard", "dashboard overview, cache cold, p95", "ms", at_most=300
     ),
+    # Issue 75: 1M users, 3,000 single calls and a 100-message batch a second for 10 minutes.
+    "sustained_event_to_score_p95_s": Target(
+        "bench_sustained", "sustained load: event to score, p95", "s", at_most=2
+    ),
+    "sustained_event_to_score_p99_s": Target(
+        "bench_sustained", "sustained load: event to score, p99", "s", at_most=5
+    ),
+    "sustained_backlog_oldest_max_s": Target(
+        "bench_sustained", "sustained load: backlog's oldest, max", "s", at_most=2
+    ),
+    "sustained_door_p99_ms": Target(
+        "bench_sustained", "sustained load: door answer, p99", "ms", at_most=20
+    ),
 }
 
 
