@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -878,10 +879,15 @@ def main(argv: list[str] | None = None) -> int:
     args.separate_read_server = args.separate_read_server or args.replica
     args.seconds = min(max(args.seconds, 1.0), 120.0)
     args.rate = min(max(args.rate, 1.0), 20_000.0)
-    # Stopped from outside (make bench interrupted): unwind, so every started process is stopped.
+    return measured(measure, args)
+
+
+def measured(measure_with: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """`measure_with(args)`'s exit code; 2 when it could not measure, 130 when stopped from
+    outside (make bench interrupted: unwound, so every started process is stopped)."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        return measure(args)
+        return measure_with(args)
     except CouldNotMeasure as exc:
         print(f"could not measure: {exc}", file=sys.stderr)
         return 2

@@ -48,7 +48,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -75,6 +74,7 @@ from bench.bench_freshness import (  # noqa: E402 (after the path is set)
     clear_broker,
     group_cpu_seconds,
     machine,
+    measured,
     percentile,
     port_is_free,
     production_env,
@@ -1441,16 +1441,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.minutes = min(max(args.minutes, 0.25), 60.0)
     args.batch_size = min(max(args.batch_size, 1), 2500)
-    # Stopped from outside (make bench interrupted): unwind, so every started process is stopped.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        return measure(args)
-    except CouldNotMeasure as exc:
-        print(f"could not measure: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: every started process was stopped", file=sys.stderr)
-        return 130
+    return measured(measure, args)
 
 
 if __name__ == "__main__":
