@@ -132,21 +132,19 @@ def workspace_refresh(
         )
     if full:
         score_tables_analyze()
+    return _logged(RefreshResult(workspace_id, mode, users, accounts, duration_ms))
+
+
+def _logged(result: RefreshResult) -> RefreshResult:
     logger.info(
         "scores %s workspace=%s users=%s accounts=%s in %s ms",
-        mode,
-        workspace_id,
-        users,
-        accounts,
-        duration_ms,
+        result.mode,
+        result.workspace_id,
+        result.users,
+        result.accounts,
+        result.duration_ms,
     )
-    return RefreshResult(
-        workspace_id=workspace_id,
-        mode=mode,
-        users=users,
-        accounts=accounts,
-        duration_ms=duration_ms,
-    )
+    return result
 
 
 def _scores_compute(
