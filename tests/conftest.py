@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 
 from config.celery import app as celery_app
+from engagement import event_store
 from engagement.erasure_hooks import ErasureStage, erasure_hook_register, erasure_hook_unregister
 from engagement.models import Product, Workspace
 from engagement.services import product_create
@@ -51,6 +52,19 @@ def acme(db) -> Tenant:
 @pytest.fixture
 def globex(db) -> Tenant:
     return make_tenant("Globex")
+
+
+@pytest.fixture(autouse=True)
+def _known_event_names_restored():
+    """The process's cache of event names already stored (engagement.event_store) as each test
+    found it: a test that runs the on-commit callbacks of work its transaction then rolls back
+    (django_capture_on_commit_callbacks(execute=True)) would leave names there whose rows are
+    gone, and on SQLite, which hands a rolled-back id out again, a later test's product would
+    then skip storing them."""
+    known = set(event_store._known_event_names)
+    yield
+    event_store._known_event_names.clear()
+    event_store._known_event_names.update(known)
 
 
 @pytest.fixture
