@@ -44,6 +44,7 @@ from engagement.models import (
     UserScore,
     Workspace,
 )
+from engagement.selectors import score_percentile_ranks
 
 logger = logging.getLogger(__name__)
 PAGE = 1000  # score rows read at a time
@@ -143,13 +144,13 @@ def _changed(model, kind: str, sync: TraitSync, since: datetime | None) -> Itera
         last = getattr(page[-1], subject_id)
 
 
-def _traits(sync: TraitSync, row, segments: list[str]) -> dict:
+def _traits(sync: TraitSync, row, segments: list[str], rank: float | None) -> dict:
     p = sync.prefix
     return {
         f"{p}engagement_score": row.engagement_score,
         f"{p}score_change": row.score_change,
         f"{p}previous_score": row.previous_score,
-        f"{p}percentile_rank": row.percentile_rank,
+        f"{p}percentile_rank": rank,
         f"{p}segments": segments,
         f"{p}scored_at": row.computed_at.isoformat(),
     }
@@ -165,11 +166,12 @@ def _segments_of(kind: str, ids: list[int], workspace_id: int) -> dict[int, list
     return found
 
 
-def _message(sync: TraitSync, kind: str, row, segments: list[str]) -> dict:
-    """Segment's identify (a user) or group (an account) call of one score row."""
+def _message(sync: TraitSync, kind: str, row, segments: list[str], rank: float | None) -> dict:
+    """Segment's identify (a user) or group (an account) call of one score row, whose score
+    ranks at the percentile `rank`."""
     subject = getattr(row, kind)
     common = {
-        "traits": _traits(sync, row, segments),
+        "traits": _traits(sync, row, segments, rank),
         "messageId": str(uuid.uuid4()),
         "timestamp": timezone.now().isoformat(),
         "context": {"library": LIBRARY},
@@ -235,11 +237,13 @@ def _send(sync: TraitSync, model, kind: str) -> Iterator[int]:
     delivered batch held (so a run that stops still says how many went out)."""
     batch: list[str] = []
     size = 0
+    ranks = score_percentile_ranks(workspace_id=sync.workspace_id, kind=kind)
     for page in _changed(model, kind, sync, sync.synced_through):
         segments = _segments_of(kind, [getattr(r, f"{kind}_id") for r in page], sync.workspace_id)
         for row in page:
             shown = segments.get(getattr(row, f"{kind}_id"), [])
-            encoded = json.dumps(_message(sync, kind, row, shown), cls=DjangoJSONEncoder)
+            message = _message(sync, kind, row, shown, ranks[row.engagement_score])
+            encoded = json.dumps(message, cls=DjangoJSONEncoder)
             if batch and (len(batch) >= BATCH_MESSAGES or size + len(encoded) > BATCH_BYTES):
                 _post_batch(sync, batch)
                 yield len(batch)

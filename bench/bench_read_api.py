@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -87,6 +88,12 @@ def seeded(conn: psycopg.Connection) -> tuple[int, int] | None:
         {"p": product_id, "w": workspace_id},
     ).fetchone()
     if counts != (ACCOUNTS, USERS, ACCOUNTS, USERS):
+        return None
+    # Seeded before the ranks were read from the scoring state's histograms: seeded again.
+    state = conn.execute(
+        "SELECT 1 FROM engagement_scoringstate WHERE workspace_id = %s", [workspace_id]
+    ).fetchone()
+    if state is None:
         return None
     return product_id, workspace_id
 
@@ -161,7 +168,7 @@ def seed(conn: psycopg.Connection) -> tuple[int, int]:
             for n in range(1, USERS + 1):
                 copy.write_row((n, n % ACCOUNTS + 1, now, now))
         score_columns = (
-            "workspace_id, engagement_score, score_change, raw_score, percentile_rank,"
+            "workspace_id, engagement_score, score_change, raw_score,"
             " active_days, events_in_window, adoption, last_seen, score_breakdown, computed_at,"
             " previous_raw_score, previous_score"
         )
@@ -178,7 +185,6 @@ def seed(conn: psycopg.Connection) -> tuple[int, int]:
                         score,
                         3,
                         score * 1.5,
-                        score * 0.99,
                         9,
                         52,
                         0.5,
@@ -202,7 +208,6 @@ def seed(conn: psycopg.Connection) -> tuple[int, int]:
                         score,
                         1,
                         score * 1.5,
-                        score * 0.99,
                         4,
                         20,
                         0.5,
@@ -218,8 +223,44 @@ def seed(conn: psycopg.Connection) -> tuple[int, int]:
                 f"SELECT setval(pg_get_serial_sequence('engagement_{table}', 'id'),"  # noqa: S608
                 f" (SELECT max(id) FROM engagement_{table}))"
             )
+        _scoring_state_write(cur, workspace_id)
     conn.commit()
     return product_id, workspace_id
+
+
+def _histogram(count: int) -> list[int]:
+    """Rows per score 0-100 among the `count` rows seeded with ids 1..count (_score)."""
+    histogram = [0] * 101
+    for n in range(1, count + 1):
+        histogram[_score(n)] += 1
+    return histogram
+
+
+def _scoring_state_write(cur: psycopg.Cursor, workspace_id: int) -> None:
+    """The workspace's scoring state as a refresh leaves it: the read API reads the percentile
+    ranks from its per-score histograms."""
+    users, accounts = _histogram(USERS), _histogram(ACCOUNTS)
+    cur.execute(
+        """
+        INSERT INTO engagement_scoringstate (workspace_id, scored_through, window_end,
+            config_digest, p90, previous_p90, refreshed_at, full_rescored_at, last_refresh_ms,
+            last_full_rescore_ms, account_scores, active_accounts, active_users,
+            counted_through, product_accounts, product_users, scored_accounts, scored_users,
+            user_scores, p90_at)
+        VALUES (%(ws)s, now(), current_date, '', 1, 1, now(), now(), 0, 0, %(accounts)s,
+            %(active_accounts)s, %(active_users)s, now(), %(a)s, %(u)s, %(a)s, %(u)s,
+            %(users)s, now())
+        """,
+        {
+            "ws": workspace_id,
+            "accounts": Jsonb(accounts),
+            "users": Jsonb(users),
+            "active_accounts": ACCOUNTS - accounts[0],
+            "active_users": USERS - users[0],
+            "a": ACCOUNTS,
+            "u": USERS,
+        },
+    )
 
 
 def django_json(code: str):

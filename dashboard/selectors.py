@@ -50,6 +50,7 @@ from engagement.presentation import (
 from engagement.ranking import account_counts, user_counts
 from engagement.selectors import (
     account_list_ranked,
+    score_percentile_ranks,
     user_list_ranked,
 )
 from engagement.stored_json import read_account_filter, read_traits
@@ -419,12 +420,14 @@ def _segment_page(
     offset = (page - 1) * per_page
     found = scores.select_related(relation).order_by(f"{direction}engagement_score", key)
     rows: list[UserRow | AccountRow] = []
+    ranks = score_percentile_ranks(workspace_id=workspace.id, kind=relation)
     for score in found[offset : offset + per_page]:
-        subject = getattr(score, relation)
+        subject, rank = getattr(score, relation), ranks[score.engagement_score]
         if isinstance(score, UserScore):
-            rows.append(_ranked_user_row(ScoredUser(subject, read_traits(subject), score)))
+            rows.append(_ranked_user_row(ScoredUser(subject, read_traits(subject), score, rank)))
         else:
-            rows.append(_ranked_account_row(ScoredAccount(subject, read_traits(subject), score)))
+            account = ScoredAccount(subject, read_traits(subject), score, rank)
+            rows.append(_ranked_account_row(account))
     return ListPage(rows=rows, total=scores.count(), page=page, per_page=per_page)
 
 

@@ -214,6 +214,7 @@ def _subject_context(
     return {
         "segments": segments.get(subject_id, []),
         "score": score,
+        "percentile_rank": found.percentile_rank,
         "period": period_figures(workspace=workspace, target=target, ids=ids)[subject_id],
         "activation": activation_progress(workspace=workspace, target=target, ids=ids)[subject_id],
         "features": features_used(workspace=workspace, target=target, ids=ids)[subject_id],

@@ -31,12 +31,14 @@ _DIGIT_RUN = re.compile(r"\d+")
 @dataclass(frozen=True, slots=True)
 class ScoredAccount:
     """An account as reads show it: the row, its traits (decoded for reading, see
-    engagement.stored_json) and its score row in one workspace (unsaved and all zeros when the
-    engine has not scored the account yet)."""
+    engagement.stored_json), its score row in one workspace (unsaved and all zeros when the
+    engine has not scored the account yet) and that score's percentile rank in the workspace
+    (None for a score of 0)."""
 
     account: Account
     traits: dict
     score: AccountScore
+    percentile_rank: float | None
 
     @property
     def account_id(self) -> int:
@@ -45,11 +47,13 @@ class ScoredAccount:
 
 @dataclass(frozen=True, slots=True)
 class ScoredUser:
-    """A user as reads show them: the row, its traits and its score row in one workspace."""
+    """A user as reads show them: the row, its traits, its score row in one workspace and that
+    score's percentile rank."""
 
     user: User
     traits: dict
     score: UserScore
+    percentile_rank: float | None
 
     @property
     def user_id(self) -> int:

@@ -9,6 +9,7 @@ from django.template.loader import render_to_string
 
 from engagement.models import AccountScore, UserScore, Workspace
 from engagement.presentation import split_traits
+from engagement.scoring.ranks import workspace_percentile_ranks
 from engagement.stored_json import read_traits
 
 
@@ -23,8 +24,9 @@ def _default_workspace_id():
 
 
 def _score_annotations(score_model, subject: str) -> dict:
-    """Score, change, percentile rank and last seen in the product's default workspace: one
-    correlated subquery per column, so a page of the list is one query whatever its size."""
+    """Score, change and last seen in the product's default workspace (and that workspace): one
+    correlated subquery per column, so a page of the list is one query whatever its size. The
+    percentile rank is read from the score (ScoredListMixin.rank)."""
     scores = score_model.objects.filter(
         **{f"{subject}_id": OuterRef("pk")}, workspace_id=_default_workspace_id()
     )
@@ -35,8 +37,12 @@ def _score_annotations(score_model, subject: str) -> dict:
     return {
         "default_score": Coalesce(column("engagement_score"), Value(0)),
         "default_score_change": Coalesce(column("score_change"), Value(0)),
-        "default_rank": column("percentile_rank"),  # None: scoring 0, or not scored (no rank)
         "default_last_seen": column("last_seen"),
+        "default_workspace_id": Subquery(
+            Workspace.objects.filter(product_id=OuterRef("product_id"))
+            .order_by("id")
+            .values("id")[:1]
+        ),
     }
 
 
@@ -99,9 +105,23 @@ class ScoredListMixin(admin.ModelAdmin):
         change = obj.default_score_change
         return f"+{change}" if change > 0 else str(change)
 
-    @admin.display(description="Rank (percentile)", ordering="default_rank")
+    # A rank orders as its score does (a score of 0, or none, has no rank).
+    @admin.display(description="Rank (percentile)", ordering="default_score")
     def rank(self, obj):
-        return "–" if obj.default_rank is None else f"{obj.default_rank:.0f}"
+        if not obj.default_score or obj.default_workspace_id is None:
+            return "–"
+        known: dict[int, tuple[float | None, ...]] = self.__dict__.setdefault("_ranks", {})
+        ranks = known.get(obj.default_workspace_id)
+        if ranks is None:
+            ranks = workspace_percentile_ranks(obj.default_workspace_id, self.score_subject)
+            known[obj.default_workspace_id] = ranks
+        rank = ranks[obj.default_score]
+        return "–" if rank is None else f"{rank:.0f}"
+
+    def changelist_view(self, request, extra_context=None):
+        # The ranks of each workspace on the page, read once per page shown.
+        self.__dict__["_ranks"] = {}
+        return super().changelist_view(request, extra_context)
 
     @admin.display(description="Last seen", ordering="default_last_seen")
     def last_seen(self, obj):

@@ -47,7 +47,8 @@ _AHEAD_OPERATORS = ("within_next_days",)
 # A group: {"any": [conditions]} holds when at least one of its conditions does, so that a
 # segment that matches all its conditions can hold an "or" among them. Groups do not nest.
 GROUP_KEY = "any"
-# Metrics a condition can test, per target; every one is a column of the score table.
+# Metrics a condition can test, per target; every one but the percentile rank is a column of the
+# score table (the rank is read from the score: segments._metric_q).
 USER_METRICS = (
     "engagement_score",
     "score_change",
@@ -72,7 +73,8 @@ VALUE_MAX = 1000
 WHOLE_METRIC_RANGES: dict[str, tuple[int, int]] = {
     name: BaseDatabaseOperations.integer_field_ranges[internal_type]
     for name in ACCOUNT_METRICS
-    if (internal_type := AccountScore._meta.get_field(name).get_internal_type())
+    if name != "percentile_rank"
+    and (internal_type := AccountScore._meta.get_field(name).get_internal_type())
     in BaseDatabaseOperations.integer_field_ranges
 }
 

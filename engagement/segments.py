@@ -95,7 +95,10 @@ def _trait_q(
     return queryset.filter(**{f"{text_alias}__gte": since, f"{text_alias}__lt": until})
 
 
-def _metric_q(name: str, operator: str, value, now: datetime) -> Q:
+def _metric_q(name: str, operator: str, value, subject: _Subject) -> Q:
+    if name == "percentile_rank":
+        return _rank_q(operator, value, subject.percentile_ranks)
+    now = subject.now
     if name in DATETIME_METRICS and operator in ("greater_than", "less_than"):
         value = parse_datetime(value)
         if timezone.is_naive(value):
@@ -124,6 +127,28 @@ def _metric_q(name: str, operator: str, value, now: datetime) -> Q:
         tomorrow = datetime.combine((now + timedelta(days=1)).date(), time.min, tzinfo=UTC)
         return Q(**{f"{name}__gte": since, f"{name}__lt": tomorrow})
     raise ValueError(f"operator {operator!r} does not apply to metrics")
+
+
+def _rank_q(operator: str, value, ranks: tuple[float | None, ...]) -> Q:
+    """A condition on the percentile rank as the scores whose rank meets it: a rank is a
+    function of the score (formula.percentile_ranks), so this is exact. A score of 0 has no
+    rank: it meets is_not_set and not_equals, as a NULL column did."""
+    if operator in ("is_set", "is_not_set"):
+        unranked = Q(engagement_score=0)
+        return ~unranked if operator == "is_set" else unranked
+    compared = {
+        "equals": lambda rank: rank == value,
+        "not_equals": lambda rank: rank != value,
+        "greater_than": lambda rank: rank > value,
+        "less_than": lambda rank: rank < value,
+    }
+    if operator not in compared:
+        raise ValueError(f"operator {operator!r} does not apply to the percentile rank")
+    meets = compared[operator]
+    scores = [score for score, rank in enumerate(ranks) if rank is not None and meets(rank)]
+    if operator == "not_equals":
+        scores.append(0)
+    return Q(engagement_score__in=scores)
 
 
 def segment_matching(*, segment: Segment, now: datetime | None = None) -> QuerySet:
@@ -174,6 +199,19 @@ class _Subject:
         self.key = "user_id" if target == Segment.Target.USERS else "account_id"
         self.traits = "user__traits" if target == Segment.Target.USERS else "account__traits"
         self._product_id: int | None = None
+        self._ranks: tuple[float | None, ...] | None = None
+
+    @property
+    def percentile_ranks(self) -> tuple[float | None, ...]:
+        """The rank of each score 0-100, from the score rows as they are now (a segment is
+        refreshed inside the refresh's transaction, before the workspace's state is saved)."""
+        if self._ranks is None:
+            # Imported here: the scoring package imports this module (segments_refresh).
+            from engagement.scoring.ranks import workspace_percentile_ranks
+
+            kind = "user" if self.key == "user_id" else "account"
+            self._ranks = workspace_percentile_ranks(self.workspace_id, kind, counted=True)
+        return self._ranks
 
     @property
     def product_id(self) -> int:
@@ -197,7 +235,7 @@ def _condition_applied(
     if field_kind == "event":
         days = condition.get("within_last_days")
         return queryset.filter(_event_q(subject, name, cast(int, value), days))
-    return queryset.filter(_metric_q(name, operator, value, subject.now))
+    return queryset.filter(_metric_q(name, operator, value, subject))
 
 
 def _group_q(queryset: QuerySet, index: int | str, subject: _Subject, conditions: list) -> Q:
@@ -209,7 +247,7 @@ def _group_q(queryset: QuerySet, index: int | str, subject: _Subject, conditions
         field_kind, name = condition["field"].split(":", 1)
         operator, value = condition["operator"], condition.get("value")
         if field_kind == "metric":
-            matching |= _metric_q(name, operator, value, subject.now)
+            matching |= _metric_q(name, operator, value, subject)
         elif field_kind == "event":
             matching |= _event_q(subject, name, value, condition.get("within_last_days"))
         else:

@@ -33,6 +33,7 @@ from engagement.ranking import (
     user_counts,
 )
 from engagement.scoring.figures import kept_account_scores
+from engagement.scoring.ranks import workspace_percentile_ranks
 from engagement.stored_json import (
     json_for_reading,
     read_account_filter,
@@ -140,17 +141,28 @@ class _Kind:
     relation: str  # "account" or "user": the score row's field, and the key's name
     model: type[Account] | type[User]
     score_model: type[AccountScore] | type[UserScore]
-    # ScoredAccount or ScoredUser: called with this kind's model and score row, which a union of
-    # the two classes' own signatures cannot pair up.
-    scored: Callable[[Any, dict, Any], ScoredAccount | ScoredUser]
+    # ScoredAccount or ScoredUser: called with this kind's model, traits, score row and rank,
+    # which a union of the two classes' own signatures cannot pair up.
+    scored: Callable[[Any, dict, Any, float | None], ScoredAccount | ScoredUser]
 
 
 _ACCOUNTS = _Kind("account", Account, AccountScore, ScoredAccount)
 _USERS = _Kind("user", User, UserScore, ScoredUser)
 
 
-def _scored(rows: QuerySet, kind: _Kind) -> list:
-    """Score rows with their account (or user) and its traits, selected as text."""
+def score_percentile_ranks(*, workspace_id: int, kind: str) -> tuple[float | None, ...]:
+    """The percentile rank of each engagement score 0-100 (indexed by score) among the
+    workspace's users (`kind` "user") or accounts ("account"); None for a score of 0. Ranks are
+    not stored on the score rows: they are read from the histogram the last refresh kept."""
+    return workspace_percentile_ranks(workspace_id, kind)
+
+
+def _ranks(workspace: Workspace, kind: _Kind) -> tuple[float | None, ...]:
+    return score_percentile_ranks(workspace_id=workspace.id, kind=kind.relation)
+
+
+def _scored(rows: QuerySet, kind: _Kind, ranks: tuple[float | None, ...]) -> list:
+    """Score rows with their account (or user), its traits, selected as text, and its rank."""
     relation = kind.relation
     rows = rows.select_related(relation).defer(f"{relation}__traits")
     rows = rows.annotate(subject_traits_json=Cast(f"{relation}__traits", TextField()))
@@ -158,14 +170,15 @@ def _scored(rows: QuerySet, kind: _Kind) -> list:
     for row in rows:
         traits = json_for_reading(row.subject_traits_json)
         subject = getattr(row, relation)
-        found.append(kind.scored(subject, traits if isinstance(traits, dict) else {}, row))
+        traits = traits if isinstance(traits, dict) else {}
+        found.append(kind.scored(subject, traits, row, ranks[row.engagement_score]))
     return found
 
 
 def _zero_score(workspace: Workspace, kind: _Kind, subject: Account | User) -> Any:
-    """The account (or user) with an unsaved score row of zeros."""
+    """The account (or user) with an unsaved score row of zeros (and so no rank)."""
     row = kind.score_model(workspace=workspace, **{kind.relation: subject})
-    return kind.scored(subject, read_traits(subject), row)
+    return kind.scored(subject, read_traits(subject), row, None)
 
 
 def _score_get(workspace: Workspace, kind: _Kind, subject: Account | User) -> Any:
@@ -176,7 +189,8 @@ def _score_get(workspace: Workspace, kind: _Kind, subject: Account | User) -> An
     if row is None:
         return found
     setattr(row, kind.relation, subject)
-    return kind.scored(subject, found.traits, row)
+    rank = _ranks(workspace, kind)[row.engagement_score]
+    return kind.scored(subject, found.traits, row, rank)
 
 
 def _with_scores(
@@ -192,13 +206,14 @@ def _with_scores(
             workspace_id=workspace.id, **{f"{key}__in": [subject.id for subject in page]}
         )
     }
+    ranks = _ranks(workspace, kind) if rows else ()
     items = []
     for subject in page:
         found = _zero_score(workspace, kind, subject)
         row = rows.get(subject.id)
         if row is not None:
             setattr(row, kind.relation, subject)
-            found = kind.scored(subject, found.traits, row)
+            found = kind.scored(subject, found.traits, row, ranks[row.engagement_score])
         items.append(found)
     return Page(items=items, total=total)
 
@@ -236,7 +251,7 @@ def _list_ranked(
             kind.score_model, key, workspace, offset, limit, counts_cache_seconds
         )
         rows = kind.score_model.objects.filter(workspace_id=workspace.id, **{f"{key}__in": window})
-        items = _by_rank(_scored(rows, kind), kind)
+        items = _by_rank(_scored(rows, kind, _ranks(workspace, kind)), kind)
     remaining = limit - len(items)
     if remaining > 0 and any_unscored and offset + limit > scored:
         start = max(offset - scored, 0)
@@ -274,7 +289,7 @@ def account_children_ranked(
     account_list_ranked ranks all of them; an account has few children, so all are read."""
     children = accounts_in_workspace(workspace).filter(parent_id=parent_id)
     rows = AccountScore.objects.filter(workspace_id=workspace.id, account__in=children)
-    items = _by_rank(_scored(rows, _ACCOUNTS), _ACCOUNTS)
+    items = _by_rank(_scored(rows, _ACCOUNTS, _ranks(workspace, _ACCOUNTS)), _ACCOUNTS)
     scored = {row.account_id for row in items}
     unscored = with_json_as_text(children.exclude(id__in=scored), "traits").order_by("id")
     items += [_zero_score(workspace, _ACCOUNTS, account) for account in unscored]

@@ -167,7 +167,7 @@ class ScoredRecordSerializer(serializers.Serializer[Found]):
             "above 0) that score lower. Null for a score of 0: a subject without activity has "
             "no rank.",
         ),
-        lambda s, f: rounded_fraction(f.score.percentile_rank, RANK_DECIMALS),
+        lambda s, f: rounded_fraction(f.percentile_rank, RANK_DECIMALS),
     )
     raw_score = read(
         serializers.IntegerField(allow_null=True, help_text="Sum of event weights in the window."),

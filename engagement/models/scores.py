@@ -74,8 +74,8 @@ class ScoreFields(models.Model):
     engagement_score = models.PositiveSmallIntegerField(default=0)  # 0-100
     score_change = models.SmallIntegerField(default=0)  # now minus one lookback period earlier
     raw_score = models.FloatField(default=0)  # sum of weights of events in the window
-    # 0-100 among the workspace's rows scoring above 0; None for a score of 0 (no rank).
-    percentile_rank = models.FloatField(null=True, blank=True, default=None)
+    # No percentile rank column: a rank depends only on the score and the workspace's score
+    # histogram, and is read from it (scoring.ranks.workspace_percentile_ranks).
     active_days = models.PositiveSmallIntegerField(default=0)
     events_in_window = models.PositiveIntegerField(default=0)
     # Share (0-1) of the workspace's weighted event names used in the window.

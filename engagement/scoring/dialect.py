@@ -34,22 +34,6 @@ class Dialect:
             return f"SELECT key AS tid, value::bigint AS id FROM jsonb_each_text({param}::jsonb)"  # noqa: S608
         return f"SELECT key AS tid, value AS id FROM json_each({param})"  # noqa: S608
 
-    def float_list(self, values: Sequence[float | None]) -> str:
-        """A list of floats (None: NULL) as the text of one query parameter that element_of
-        reads: an array literal on PostgreSQL, a JSON array on SQLite. repr() keeps every float
-        exact."""
-        null = "NULL" if self.postgres else "null"
-        items = ",".join(null if value is None else repr(float(value)) for value in values)
-        return f"{{{items}}}" if self.postgres else f"[{items}]"
-
-    def element_of(self, param: str, index: str) -> str:
-        """The element at `index` (an integral expression, from 0) of a float_list parameter
-        `param` (its placeholder, never a value). On PostgreSQL the array is cast once per
-        statement, and each row's lookup is a subscript."""
-        if self.postgres:
-            return f"(CAST({param} AS {self.float}[]))[CAST({index} AS INTEGER) + 1]"
-        return f"json_extract({param}, '$[' || CAST({index} AS INTEGER) || ']')"
-
     def at_most(self, expr: str, cap: int | None) -> str:
         """`expr`, capped at `cap` when there is one."""
         if cap is None:
@@ -76,23 +60,6 @@ class Dialect:
             f"(CASE WHEN ({raw}) <= 0 OR {p90} <= 0 THEN 0 WHEN ({raw}) >= {p90} THEN {SCORE_MAX} "
             f"WHEN {scaled} < {SCORE_MIN_ACTIVE} THEN {SCORE_MIN_ACTIVE} ELSE {scaled} END)"
         )
-
-    def percentile_rank(self) -> str:
-        """A score's percentile rank over a histogram `(s score, c rows)`, read in one window pass,
-        among the active rows only (those scoring above 0): 100 x (active rows scoring lower) /
-        (active rows - 1), to one decimal (0 for the only active row). A score of 0 has no rank
-        (NULL): a workspace's empty accounts and users do not lift the others' ranks."""
-        zeros = "SUM(CASE WHEN s = 0 THEN c ELSE 0 END) OVER ()"
-        active = f"(SUM(c) OVER () - {zeros})"
-        denominator = f"(CASE WHEN {active} > 1 THEN {active} - 1 ELSE 1 END)"
-        ranked = f"100.0 * (SUM(c) OVER (ORDER BY s) - c - {zeros}) / {denominator}"
-        rounded = f"CAST(ROUND(CAST({ranked} AS NUMERIC), 1) AS {self.float})"
-        return f"(CASE WHEN s > 0 THEN {rounded} END)"
-
-    def null_float(self) -> str:
-        """A NULL typed as a float column, for a SELECT whose rows are inserted (PostgreSQL
-        would take a bare NULL in a subquery as text)."""
-        return f"CAST(NULL AS {self.float})"
 
     def differs(self, left: str, right: str) -> str:
         """True when two values differ, NULL differing from any value but NULL."""

@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from fractions import Fraction
 
 SCORE_MAX = 100
 # A user with any weighted activity never scores 0, however far below p90.
@@ -107,3 +108,31 @@ def tenure_days(*, traits: dict, first_seen: datetime | None, now: datetime | No
         return 0
     today = (now or datetime.now(UTC)).astimezone(UTC).date()
     return max((today - started).days, 0)
+
+
+def percentile_ranks(histogram: Sequence[int]) -> tuple[float | None, ...]:
+    """The percentile rank of each score 0-100, given how many rows of the workspace score each
+    (`histogram`, indexed by score): 100 x (active rows scoring lower) / (active rows - 1), to
+    one decimal, halves away from zero; 0 for the only active row. Active rows score above 0; a
+    score of 0 has no rank (None), so a workspace's empty accounts lift nobody's rank.
+
+    A rank depends on nothing but the score and the histogram, so it is read from this table
+    rather than stored on each row: a refresh that moves a few thousand scores would otherwise
+    rewrite the rank of most of a million rows (docs/scoring.md, "Percentile ranks").
+    """
+    counts = [max(int(count), 0) for count in histogram][: SCORE_MAX + 1]
+    counts += [0] * (SCORE_MAX + 1 - len(counts))
+    active = sum(counts[1:])
+    denominator = active - 1 if active > 1 else 1
+    ranks: list[float | None] = [None]
+    lower = 0
+    for score in range(1, SCORE_MAX + 1):
+        ranks.append(_tenths_half_up(Fraction(100 * lower, denominator)))
+        lower += counts[score]
+    return tuple(ranks)
+
+
+def _tenths_half_up(value: Fraction) -> float:
+    """`value` (not negative) to one decimal, halves up."""
+    tenths = math.floor(value * 10 + Fraction(1, 2))
+    return tenths / 10

@@ -1,6 +1,6 @@
-"""Normalisation after scores are written: p90 of the raw scores (now and one period earlier),
-the re-normalisation of rows whose rounded score moves with it, and percentile ranks, in one pass
-over the workspace or, after an incremental refresh, from the kept per-score histograms."""
+"""Normalisation after scores are written: p90 of the raw scores (now and one period earlier) and
+the re-normalisation of rows whose rounded score moves with it; and the percentile ranks, read
+from the workspace's per-score histogram (formula.percentile_ranks) rather than stored."""
 
 # ruff: noqa: S608
 
@@ -9,8 +9,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Count
 
-from engagement.models import ScoringState
+from engagement.models import AccountScore, ScoringState, UserScore
+from engagement.scoring.figures import SCORES, kept_histogram
+from engagement.scoring.formula import percentile_ranks
 from engagement.scoring.run import ScoringRun
 
 
@@ -81,65 +84,26 @@ def renormalise_users(run: ScoringRun) -> None:
     )
 
 
-def update_ranks(run: ScoringRun, table: str) -> None:
-    """percentile_rank = 100 * (active rows scoring lower) / (active rows - 1), to one decimal,
-    among the rows scoring above 0; NULL for a score of 0 (Dialect.percentile_rank).
-
-    It depends only on a row's score and the workspace's score histogram, so one pass
-    over the histogram rewrites only the rows whose rank moved.
-    """
-    rank = run.sql.percentile_rank()
-    # A histogram of at most 101 scores: hashing is the right plan here.
-    with run.hash_aggregation(allowed=True):
-        run.run(
-            f"""
-            UPDATE {table} SET percentile_rank = r.pr
-            FROM (
-                SELECT s, {rank} AS pr FROM (
-                    SELECT engagement_score AS s, COUNT(*) AS c FROM {table}
-                    WHERE workspace_id = %(ws)s GROUP BY engagement_score) h
-            ) r
-            WHERE {table}.workspace_id = %(ws)s AND {table}.engagement_score = r.s
-            AND {run.sql.differs(f"{table}.percentile_rank", "r.pr")}
-            """
+def workspace_percentile_ranks(
+    workspace_id: int, kind: str, *, counted: bool = False
+) -> tuple[float | None, ...]:
+    """The percentile rank of each score 0-100 among the workspace's users (`kind` "user") or
+    accounts: from the histogram the last refresh kept on the workspace's state (one row read),
+    or, when `counted` or when the state keeps none, from the score rows counted now (what a
+    segment refreshed inside the refresh's own transaction must see)."""
+    histogram = None
+    if not counted:
+        state = ScoringState.objects.filter(workspace_id=workspace_id).first()
+        histogram = None if state is None else kept_histogram(state, kind)
+    if histogram is None:
+        model = UserScore if kind == "user" else AccountScore
+        histogram = [0] * SCORES
+        rows = (
+            model.objects.filter(workspace_id=workspace_id)
+            .values_list("engagement_score")
+            .annotate(rows=Count("*"))
+            .order_by()
         )
-
-
-def update_moved_ranks(
-    run: ScoringRun, table: str, *, key: str, touched: str, before: list[int], after: list[int]
-) -> None:
-    """update_ranks after an incremental refresh, from the kept histograms (rows per score)
-    before and after it instead of a pass over every row: the rows of the scores whose rank
-    moved, and the `touched` rows (a SELECT of `key`: those the refresh wrote) whose score did.
-
-    The other rows hold their score's rank from the last refresh, unchanged.
-    """
-    rank = run.sql.percentile_rank()
-
-    def ranked(histogram: list[int]) -> str:
-        counted = enumerate(histogram)
-        rows = ", ".join(f"({score}, {int(count)})" for score, count in counted if count)
-        return (
-            f"SELECT s, {rank} AS pr FROM (SELECT column1 AS s, column2 AS c "
-            f"FROM (VALUES {rows or '(0, 0)'}) v) h"
-        )
-
-    run.temp("eds_t_rank", "s INTEGER PRIMARY KEY, pr FLOAT, moved INTEGER")
-    # A score new to the histogram (no `b` row) moved; a score of 0 has no rank before or after.
-    moved = f"b.s IS NULL OR {run.sql.differs('b.pr', 'a.pr')}"
-    run.run(
-        f"""
-        INSERT INTO eds_t_rank (s, pr, moved)
-        SELECT a.s, a.pr, CASE WHEN {moved} THEN 1 ELSE 0 END
-        FROM ({ranked(after)}) a LEFT JOIN ({ranked(before)}) b ON b.s = a.s
-        """
-    )
-    run.analyze("eds_t_rank")
-    for rows in ("r.moved = 1", f"{table}.{key} IN ({touched})"):
-        run.run(
-            f"""
-            UPDATE {table} SET percentile_rank = r.pr FROM eds_t_rank r
-            WHERE {table}.workspace_id = %(ws)s AND {table}.engagement_score = r.s
-            AND {rows} AND {run.sql.differs(f"{table}.percentile_rank", "r.pr")}
-            """
-        )
+        for score, count in rows:
+            histogram[min(max(int(score), 0), SCORES - 1)] = count
+    return percentile_ranks(histogram)

@@ -2,8 +2,9 @@
 
 - a full rescore computes every user and account in scope (first run, new day, changed settings);
 - an incremental refresh recomputes only users and accounts whose rollups, traits or links changed
-  since the workspace's watermark, then re-normalises (p90, scores, percentile ranks), writing only
-  rows whose values changed.
+  since the workspace's watermark, then re-normalises (p90 and the scores it moves), writing only
+  rows whose values changed. Percentile ranks are not stored: they are read from the workspace's
+  score histogram (ranks.workspace_percentile_ranks).
 Everything is set-based SQL over the daily rollups (never the raw events) with temporary tables,
 so a refresh stays bounded at a million users.
 """
@@ -37,19 +38,12 @@ from engagement.scoring.figures import (
     account_rows,
     figures_add,
     figures_recount,
-    kept_histogram,
     rescored_user_scores,
     scores_added,
     user_rows,
 )
 from engagement.scoring.locks import workspace_state_held
-from engagement.scoring.ranks import (
-    p90_lags,
-    percentiles,
-    renormalise_users,
-    update_moved_ranks,
-    update_ranks,
-)
+from engagement.scoring.ranks import p90_lags, percentiles, renormalise_users
 from engagement.scoring.run import ScoringRun
 from engagement.scoring.writing import delete_out_of_scope, write_accounts, write_users
 from engagement.segments import segments_refresh
@@ -61,7 +55,7 @@ logger = logging.getLogger(__name__)
 RecomputedIds = tuple[frozenset[int], frozenset[int]]
 
 # The score rows an incremental refresh may have changed: those it recomputed, wrote, deleted (out
-# of scope) or re-normalised. Their ranks are set, segments compare them, the hooks hear of them.
+# of scope) or re-normalised. Segments compare them, the hooks hear of them.
 _TOUCHED_USERS = "SELECT user_id FROM eds_t_candidate_user UNION SELECT user_id FROM eds_t_rescored"
 _TOUCHED_ACCOUNTS = "SELECT account_id FROM eds_t_candidate_account"
 
@@ -229,10 +223,10 @@ def score_tables_analyze() -> None:
     """Refresh the planner's statistics of the score tables after a full rescore has committed.
 
     A workspace's first rescore fills tables whose statistics still say "empty", and until
-    autovacuum catches up the next incremental refresh's rank update is planned as if they were:
-    one histogram per score row, minutes instead of a fraction of a second. Outside the refresh's
-    transaction, so the lock ANALYZE takes is not held across it; inside a caller's transaction
-    it is left to autovacuum.
+    autovacuum catches up the next incremental refresh's statements on them are planned as if
+    they were (a rank update planned so once took minutes instead of a fraction of a second).
+    Outside the refresh's transaction, so the lock ANALYZE takes is not held across it; inside a
+    caller's transaction it is left to autovacuum.
     """
     database_backend().score_tables_analyze()
 
@@ -274,7 +268,6 @@ def _rescore_everyone_scored(
     write_users(run)
     if run.filtered:
         delete_out_of_scope(run, "user")
-        update_ranks(run, "engagement_userscore")
     # The members' figures first: they read the user rows just written, not the accounts', so
     # the other connection has that much longer to finish the accounts.
     aggregate_account_members(run)
@@ -285,7 +278,6 @@ def _rescore_everyone_scored(
     write_accounts(run)
     if run.filtered:
         delete_out_of_scope(run, "account")
-        update_ranks(run, "engagement_accountscore")
     figures_recount(run)
     return run.state.scored_users, run.state.scored_accounts
 
@@ -342,7 +334,6 @@ def _users_rescore_changed(run: ScoringRun) -> ScoreRows:
     renormalise_users(run)
     users_change = user_rows(run, among_candidates=True) - users_before
     users_change.user_scores = scores_added(users_change.user_scores, rescored_user_scores(run))
-    _ranks_update(run, "user", touched=_TOUCHED_USERS, change=users_change)
     return users_change
 
 
@@ -357,19 +348,6 @@ def _scope_from_candidates(run: ScoringRun, kind: str, *, in_scope: str) -> None
         f"SELECT c.{key} FROM eds_t_candidate_{kind} c {where}"
     )
     run.analyze(f"eds_t_scope_{kind}")
-
-
-def _ranks_update(run: ScoringRun, kind: str, *, touched: str, change: ScoreRows) -> None:
-    """Percentile ranks after an incremental refresh: from the kept histograms when the state
-    has them (the rows whose rank moved), else in one pass over the workspace's rows."""
-    table = f"engagement_{kind}score"
-    kept = kept_histogram(run.state, kind)
-    if kept is None:
-        update_ranks(run, table)
-        return
-    moved = change.user_scores if kind == "user" else change.account_scores
-    after = scores_added(kept, moved)
-    update_moved_ranks(run, table, key=f"{kind}_id", touched=touched, before=kept, after=after)
 
 
 def _accounts_rescore_changed(run: ScoringRun) -> ScoreRows:
@@ -407,6 +385,4 @@ def _accounts_rescore_changed(run: ScoringRun) -> ScoreRows:
     aggregate(run, ACCOUNTS)
     aggregate_account_members(run)
     write_accounts(run)
-    accounts_change = account_rows(run, among_candidates=True) - accounts_before
-    _ranks_update(run, "account", touched=_TOUCHED_ACCOUNTS, change=accounts_change)
-    return accounts_change
+    return account_rows(run, among_candidates=True) - accounts_before

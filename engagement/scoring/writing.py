@@ -1,6 +1,5 @@
-"""Writing the scores: user and account score rows (a full rescore ranks them as it writes), and
-removing the rows of users and accounts that left the workspace's scope. p90, re-normalisation
-and the ranks of an incremental refresh: engagement/scoring/ranks.py."""
+"""Writing the scores: user and account score rows, and removing the rows of users and accounts
+that left the workspace's scope. p90 and re-normalisation: engagement/scoring/ranks.py."""
 
 # ruff: noqa: S608
 
@@ -8,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engagement.scoring.formula import SCORE_MAX
 from engagement.scoring.run import ScoringRun
 
 USER_VALUE_COLUMNS = (
@@ -48,17 +46,14 @@ def delete_out_of_scope(run: ScoringRun, kind: str, *, among_candidates: bool = 
 
 
 def write_users(run: ScoringRun) -> None:
-    """Upsert the scoped users with the current p90; renormalise_users fixes a moved p90.
-
-    A full rescore also sets every percentile rank here (it sees the whole workspace).
-    """
+    """Upsert the scoped users with the current p90; renormalise_users fixes a moved p90."""
     extra = {
         "p90": run.state.p90,
         "previous_p90": run.state.previous_p90,
         "names": float(run.adoption_total or 1),
     }
-    values = _user_values(run, extra)
-    columns = _written_columns(run, USER_VALUE_COLUMNS)
+    values = _user_values(run)
+    columns = list(USER_VALUE_COLUMNS)
     if not run.is_full:
         # A handful of changed users: one upsert.
         _upsert_users(run, values, columns, extra)
@@ -70,24 +65,16 @@ def write_users(run: ScoringRun) -> None:
     _update_then_insert_users(run, values, columns, extra)
 
 
-def _user_values(run: ScoringRun, extra: dict[str, float]) -> str:
-    """The SELECT of the scoped users' new score rows (a full rescore's percentile ranks
-    included, NULL otherwise), one column per name in USER_VALUE_COLUMNS and user_id. It ends
-    with its WHERE condition on the user `usr`, so a caller may add `AND ...` to it."""
+def _user_values(run: ScoringRun) -> str:
+    """The SELECT of the scoped users' new score rows, one column per name in
+    USER_VALUE_COLUMNS and user_id. It ends with its WHERE condition on the user `usr`, so a
+    caller may add `AND ...` to it."""
     sql = run.sql
     score = sql.score("COALESCE(u.raw, 0)", "%(p90)s")
     previous = sql.score("COALESCE(u.previous_raw, 0)", "%(previous_p90)s")
     adoption = _adoption(run, "u")
     started = f"COALESCE({sql.created_date('usr.traits')}, usr.first_seen_at)"
-    scope, in_scope, population = _in_scope(run, "user")
-    rank = _rank_histogram(
-        run,
-        scored="eds_t_user u",
-        score=sql.score("u.raw", "%(p90)s"),
-        population=population,
-        score_of_row=score,
-        extra=extra,
-    )
+    scope, in_scope = _in_scope(run, "user")
     return f"""
         SELECT usr.id AS user_id, {score} AS engagement_score,
             {score} - {previous} AS score_change, COALESCE(u.raw, 0) AS raw_score,
@@ -95,7 +82,7 @@ def _user_values(run: ScoringRun, extra: dict[str, float]) -> str:
             AS events_in_window, {adoption} AS adoption, usr.last_seen_at AS last_seen,
             COALESCE(u.breakdown, {sql.empty_json}) AS score_breakdown,
             COALESCE(u.previous_raw, 0) AS previous_raw_score, {previous} AS previous_score,
-            {sql.tenure("%(today)s", started)} AS tenure_days, {rank} AS percentile_rank
+            {sql.tenure("%(today)s", started)} AS tenure_days
         FROM {scope}
         LEFT JOIN eds_t_user u ON u.user_id = usr.id
         WHERE {in_scope}
@@ -104,7 +91,7 @@ def _user_values(run: ScoringRun, extra: dict[str, float]) -> str:
 
 def _user_insert(values: str) -> str:
     """INSERT of every row of `values` (the _user_values SELECT) into engagement_userscore."""
-    inserted = [*USER_VALUE_COLUMNS, "percentile_rank"]
+    inserted = USER_VALUE_COLUMNS
     return f"""
         INSERT INTO engagement_userscore (workspace_id, user_id, computed_at,
             {", ".join(inserted)})
@@ -193,12 +180,6 @@ def _adoption(run: ScoringRun, alias: str) -> str:
     return f"CAST(COALESCE({alias}.adopted, 0) AS {run.sql.float}) / %(names)s"
 
 
-def _written_columns(run: ScoringRun, value_columns: Sequence[str]) -> list[str]:
-    """The score columns a write sets: `value_columns`, and percentile_rank in a full rescore."""
-    # An incremental refresh leaves ranks to update_ranks; a full rescore writes them here.
-    return [*value_columns, *(["percentile_rank"] if run.is_full else [])]
-
-
 def _assignments(columns: Sequence[str], source: str) -> str:
     """SET list giving each of the columns the value of the same column of row `source`."""
     return ", ".join(f"{c} = {source}.{c}" for c in columns)
@@ -216,60 +197,13 @@ def _on_conflict_update(
     """
 
 
-def _in_scope(run: ScoringRun, kind: str) -> tuple[str, str, str]:
-    """FROM clause (aliased `usr` or `acc`), WHERE condition and COUNT query of the users or
-    accounts a full rescore writes: all of the product's, or those of the scope table."""
+def _in_scope(run: ScoringRun, kind: str) -> tuple[str, str]:
+    """FROM clause (aliased `usr` or `acc`) and WHERE condition of the users or accounts a
+    rescore writes: all of the product's, or those of the scope table."""
     table, alias = ("engagement_user", "usr") if kind == "user" else ("engagement_account", "acc")
     if run.everyone:
-        return (
-            f"{table} {alias}",
-            f"{alias}.product_id = %(product)s",
-            f"SELECT COUNT(*) FROM {table} WHERE product_id = %(product)s",
-        )
-    scope = f"eds_t_scope_{kind}"
-    return (
-        f"{scope} s JOIN {table} {alias} ON {alias}.id = s.{kind}_id",
-        "1 = 1",
-        f"SELECT COUNT(*) FROM {scope}",
-    )
-
-
-def _rank_histogram(
-    run: ScoringRun, *, scored: str, score: str, population: str, score_of_row: str, extra: dict
-) -> str:
-    """The percentile rank of every score a full rescore is about to write, as the column
-    expression that gives it to a row whose score is `score_of_row`.
-
-    A rank depends only on the score and the workspace's score histogram (100 x active rows
-    scoring lower / (active rows - 1)), so it comes from a histogram of at most 101 rows instead
-    of a window over a million wide rows. `scored` holds the rows with a computed score; the rest of
-    the `population` (a COUNT query) score 0. The histogram's ranks are bound to the write as
-    one parameter (`extra["ranks"]`) and looked up by score, rather than joined: the join cost
-    the update of 800,000 rows after a weight change 1.7 s, and gave the planner a 101-row
-    table to reorder the write around (docs/benchmarks.md, 2026-11-28, 04:00-06:00 UTC).
-    A score of 0 has no rank (NULL, Dialect.percentile_rank). Outside a full rescore the rank
-    is NULL: an incremental refresh leaves ranks to update_ranks.
-    """
-    if not run.is_full:
-        return run.sql.null_float()
-    rank = run.sql.percentile_rank()
-    run.run(
-        f"""
-        SELECT s, {rank} FROM (
-            SELECT s, SUM(c) AS c FROM (
-                SELECT {score} AS s, COUNT(*) AS c FROM {scored} GROUP BY {score}
-                UNION ALL
-                SELECT 0, ({population}) - (SELECT COUNT(*) FROM {scored})
-            ) parts GROUP BY s
-        ) h WHERE c > 0
-        """,
-        extra,
-    )
-    ranks: list[float | None] = [None] * (SCORE_MAX + 1)
-    for histogram_score, percentile in run.cursor.fetchall():
-        ranks[int(histogram_score)] = None if percentile is None else float(percentile)
-    extra["ranks"] = run.sql.float_list(ranks)
-    return run.sql.element_of("%(ranks)s", score_of_row)
+        return f"{table} {alias}", f"{alias}.product_id = %(product)s"
+    return f"eds_t_scope_{kind} s JOIN {table} {alias} ON {alias}.id = s.{kind}_id", "1 = 1"
 
 
 # Last seen survives the window: an older value is kept when no event is in the window.
@@ -283,30 +217,19 @@ _ACCOUNT_LAST_SEEN_KEPT = (
 
 
 def write_accounts(run: ScoringRun) -> None:
-    """Upsert the scoped accounts, scored by their linked users' mean score (written first).
-
-    A full rescore also sets every percentile rank here (it sees the whole workspace).
-    """
+    """Upsert the scoped accounts, scored by their linked users' mean score (written first)."""
     sql = run.sql
     score = f"{sql.round_half_up('COALESCE(mb.mean, 0)')}"
     extra = {"names": float(run.adoption_total or 1)}
-    scope, in_scope, population = _in_scope(run, "account")
-    rank = _rank_histogram(
-        run,
-        scored="eds_t_account_members mb",
-        score=sql.round_half_up("mb.mean"),
-        population=population,
-        score_of_row=score,
-        extra=extra,
-    )
-    columns = _written_columns(run, [c for c in ACCOUNT_VALUE_COLUMNS if c != "last_seen"])
+    scope, in_scope = _in_scope(run, "account")
+    columns = [c for c in ACCOUNT_VALUE_COLUMNS if c != "last_seen"]
     updates = f"{_assignments(columns, 'excluded')}, {_ACCOUNT_LAST_SEEN_KEPT}"
     on_conflict = _on_conflict_update(
         run, "engagement_accountscore", "account_id", updates, [*columns, "last_seen"]
     )
     run.run(
         f"""
-        {_account_insert_select(run, score=score, rank=rank)}
+        {_account_insert_select(run, score=score)}
         FROM {scope}
         LEFT JOIN eds_t_account a ON a.account_id = acc.id
         LEFT JOIN eds_t_account_members mb ON mb.account_id = acc.id
@@ -317,7 +240,7 @@ def write_accounts(run: ScoringRun) -> None:
     )
 
 
-def _account_insert_select(run: ScoringRun, *, score: str, rank: str) -> str:
+def _account_insert_select(run: ScoringRun, *, score: str) -> str:
     """INSERT INTO engagement_accountscore and the SELECT list of its values, read from the
     account `acc`, its aggregate `a` and its members' figures `mb` (the caller's FROM)."""
     sql = run.sql
@@ -330,11 +253,11 @@ def _account_insert_select(run: ScoringRun, *, score: str, rank: str) -> str:
     )
     return f"""
         INSERT INTO engagement_accountscore (workspace_id, account_id, engagement_score,
-            score_change, raw_score, percentile_rank, active_days, events_in_window,
+            score_change, raw_score, active_days, events_in_window,
             adoption, last_seen, score_breakdown, computed_at, previous_raw_score,
             previous_score, tenure_days, active_users, total_users, active_user_share)
         SELECT %(ws)s, acc.id, {score}, {score} - {previous}, COALESCE(a.raw, 0),
-            {rank}, COALESCE(a.active_days, 0), COALESCE(a.events, 0), {adoption},
+            COALESCE(a.active_days, 0), COALESCE(a.events, 0), {adoption},
             a.last_at, COALESCE(a.breakdown, {sql.empty_json}), %(now)s,
             COALESCE(a.previous_raw, 0), {previous}, {sql.tenure("%(today)s", started)},
             COALESCE(mb.active, 0), COALESCE(mb.total, 0), {share}

@@ -101,3 +101,15 @@ def held_in_another_session(
     thread.start()
     assert entered.wait(10)
     return thread
+
+
+def ranks(tenant, kind: str) -> dict[str, float | None]:
+    """Each scored user's (`kind` "user") or account's percentile rank by tracking id, as reads
+    show it: the workspace's rank of the row's score."""
+    from engagement.models import AccountScore, UserScore
+    from engagement.selectors import score_percentile_ranks
+
+    model = UserScore if kind == "user" else AccountScore
+    by_score = score_percentile_ranks(workspace_id=tenant.workspace.id, kind=kind)
+    rows = model.objects.filter(workspace=tenant.workspace).select_related(kind)
+    return {getattr(row, kind).tracking_id: by_score[row.engagement_score] for row in rows}

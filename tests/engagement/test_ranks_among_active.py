@@ -1,19 +1,16 @@
 """Percentile ranks among the active (issue 71 §2): a subject scoring 0 has no rank (None), and
 the others are ranked among the workspace's subjects scoring above 0 only, so that imported
-empty accounts do not lift anyone's rank. Full rescore, incremental refresh and the migration
-that recomputed the stored ranks all give the same ranks."""
-
-import importlib
-from types import SimpleNamespace
+empty accounts do not lift anyone's rank. Full rescore and incremental refresh give the same
+ranks, read from the workspace's score histogram; the migration that once recomputed stored
+ranks still migrates both ways."""
 
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
-from engagement.models import AccountScore, UserScore
 from engagement.scoring import workspace_refresh, workspace_rescore
-from tests.engagement.helpers import apply, group, track
+from tests.engagement.helpers import apply, group, ranks, track
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
 pytestmark = pytest.mark.both_databases
@@ -21,17 +18,12 @@ pytestmark = pytest.mark.both_databases
 EMPTY_ACCOUNTS = 40
 
 
-def ranks(model, tenant, key: str) -> dict[str, float | None]:
-    rows = model.objects.filter(workspace=tenant.workspace).select_related(key)
-    return {getattr(row, key).tracking_id: row.percentile_rank for row in rows}
-
-
 def account_ranks(tenant) -> dict[str, float | None]:
-    return ranks(AccountScore, tenant, "account")
+    return ranks(tenant, "account")
 
 
 def user_ranks(tenant) -> dict[str, float | None]:
-    return ranks(UserScore, tenant, "user")
+    return ranks(tenant, "user")
 
 
 def empty_accounts(first: int, count: int) -> list:
@@ -99,24 +91,11 @@ def test_an_incremental_refresh_ranks_as_a_full_rescore(acme_among_empty_account
     assert (account_ranks(acme), user_ranks(acme)) == incremental
 
 
-def test_the_migration_ranks_stored_rows_among_the_active(acme_among_empty_accounts):
-    acme = acme_among_empty_accounts
-    expected = (account_ranks(acme), user_ranks(acme))
-    # Ranks as the old rule stored them: among every row, 0 for a score of 0.
-    scores = AccountScore.objects.filter(workspace=acme.workspace)
-    scores.filter(account__tracking_id="bolt").update(percentile_rank=97.6)
-    scores.filter(engagement_score=0).update(percentile_rank=0)
-    UserScore.objects.filter(workspace=acme.workspace, engagement_score=0).update(percentile_rank=0)
-    migration = importlib.import_module("engagement.migrations.0028_percentile_rank_among_active")
-    migration.ranks_among_active(None, SimpleNamespace(connection=connection))
-    assert (account_ranks(acme), user_ranks(acme)) == expected
-
-
 def test_the_admin_lists_show_no_rank_for_a_score_of_0(acme_among_empty_accounts, admin_client):
     page = admin_client.get(reverse("admin:engagement_account_changelist"), {"q": "Empty 1"})
-    listed = {account.tracking_id: account for account in page.context["cl"].result_list}
-    assert listed and {account.default_rank for account in listed.values()} == {None}
+    assert page.context["cl"].result_list
     assert '<td class="field-rank">–</td>' in page.content.decode()
+    assert '<td class="field-rank">0</td>' not in page.content.decode()
     bolt = admin_client.get(reverse("admin:engagement_account_changelist"), {"q": "Bolt"})
     assert '<td class="field-rank">0</td>' in bolt.content.decode()
 

@@ -21,7 +21,7 @@ from engagement.scoring import (
     workspace_refresh_is_due,
     workspace_rescore,
 )
-from tests.engagement.helpers import apply, group, identify, track
+from tests.engagement.helpers import apply, group, identify, ranks, track
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
 pytestmark = pytest.mark.both_databases
@@ -149,8 +149,8 @@ def test_percentile_rank_among_the_active(five_users):
     workspace_rescore(workspace_id=five_users.workspace.id)
     # Scores sorted: 0, 0, 10, 29, 67, 100. Ranked among the 4 scoring above 0: the share of
     # the other 3 scoring lower; a score of 0 has no rank.
-    ranks = {k: s.percentile_rank for k, s in user_scores(five_users).items()}
-    assert ranks == {"u4": None, "u6": None, "u2": 0, "u5": 33.3, "u1": 66.7, "u3": 100}
+    ranked = ranks(five_users, "user")
+    assert ranked == {"u4": None, "u6": None, "u2": 0, "u5": 33.3, "u1": 66.7, "u3": 100}
 
 
 def test_account_is_the_mean_of_all_its_users(five_users):
@@ -272,7 +272,6 @@ def snapshot(tenant) -> dict:
         "engagement_score",
         "score_change",
         "raw_score",
-        "percentile_rank",
         "active_days",
         "events_in_window",
         "adoption",
@@ -286,7 +285,11 @@ def snapshot(tenant) -> dict:
         k: [getattr(s, f) for f in [*fields, "active_users", "total_users", "last_seen"]]
         for k, s in account_scores(tenant).items()
     }
-    return {"users": users, "accounts": accounts}
+    return {
+        "users": users,
+        "accounts": accounts,
+        "ranks": {kind: ranks(tenant, kind) for kind in ("user", "account")},
+    }
 
 
 def test_incremental_refresh_equals_full_rescore(five_users):

@@ -105,18 +105,3 @@ def test_tenure_is_the_same_in_python_and_in_a_full_rescore(acme):
         computed = tenure_days(traits=read_traits(user), first_seen=user.first_seen_at)
         expected = cases[user.tracking_id][2]
         assert (user.tracking_id, stored, computed) == (user.tracking_id, expected, expected)
-
-
-@pytest.mark.django_db
-@pytest.mark.parametrize("score", [0, 1, 37, 100])
-def test_a_rank_looked_up_by_score_is_the_histograms_exactly(score):
-    """A full rescore binds the histogram's ranks as one list and each row looks its own up by
-    its score (writing._rank_histogram): every rank comes back as the same float."""
-    sql = Dialect(connection.vendor)
-    ranks = [round(100 * s / 3, 1) for s in range(101)]  # 33.3, 66.7, ...: most not exact in binary
-    ranks[37] = 0.1 + 0.2  # 0.30000000000000004: repr keeps every digit
-    expression = sql.element_of("%(ranks)s", f"CAST(%(score)s AS {sql.float})")
-
-    looked_up = sql_value(expression, {"ranks": sql.float_list(ranks), "score": float(score)})
-
-    assert float(looked_up) == ranks[score]

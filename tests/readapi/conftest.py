@@ -75,6 +75,16 @@ def score_user(workspace: Workspace, user: User, score: int, **fields) -> UserSc
     )
 
 
+def scored_peers(tenant: Tenant, kind: str, scores: list[int]) -> None:
+    """Other users (`kind` "user") or accounts of the workspace scoring `scores`, which the
+    percentile ranks of the rest are read against."""
+    for number, score in enumerate(scores):
+        if kind == "user":
+            score_user(tenant.workspace, add_user(tenant, f"peer_{number}"), score)
+        else:
+            score_account(tenant.workspace, add_account(tenant, f"peer_{number}"), score)
+
+
 def add_segment(workspace: Workspace, name: str, target: str = "accounts") -> Segment:
     return Segment.objects.create(
         workspace=workspace,

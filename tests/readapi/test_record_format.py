@@ -18,6 +18,7 @@ from tests.readapi.conftest import (
     join,
     score_account,
     score_user,
+    scored_peers,
 )
 
 pytestmark = pytest.mark.both_databases
@@ -82,11 +83,12 @@ def test_whole_metrics_are_integers_and_fractions_have_fixed_decimals(read, acme
         72,
         raw_score=31.0,
         previous_raw_score=40.0,
-        percentile_rank=100 / 3,
         adoption=1 / 3,
         active_user_share=2 / 3,
         score_breakdown=[{"event": "Report_Created", "count": 31, "weight": 1}],
     )
+
+    scored_peers(acme, "account", [10, 80, 90])  # 1 of the 3 others scores lower: 33.33...
 
     record = read(acme, f"/v2/accounts/{account.id}").json()
 
@@ -101,11 +103,11 @@ def test_whole_metrics_are_integers_and_fractions_have_fixed_decimals(read, acme
 
 def test_fractions_round_half_up(read, acme):
     user = add_user(acme, "usr_1")
-    score_user(acme.workspace, user, 10, adoption=0.12345, percentile_rank=12.25, raw_score=2.5)
+    score_user(acme.workspace, user, 10, adoption=0.12345, raw_score=2.5)
 
     record = read(acme, f"/v2/users/{user.id}").json()
 
-    assert (record["adoption"], record["percentile_rank"], record["raw_score"]) == (0.1235, 12.3, 3)
+    assert (record["adoption"], record["raw_score"]) == (0.1235, 3)
 
 
 def test_previous_raw_score_is_served_wherever_records_are(read, acme):

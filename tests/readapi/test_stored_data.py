@@ -259,13 +259,13 @@ def test_metrics_that_are_not_numbers_are_rendered_as_null(read, acme):
     account = add_account(acme, "nan")
     score_account(acme.workspace, account, 40)
     AccountScore.objects.filter(account=account).update(
-        percentile_rank=math.nan, raw_score=math.inf, adoption=-math.inf, active_user_share=math.nan
+        raw_score=math.inf, adoption=-math.inf, active_user_share=math.nan
     )
 
     body = ok(read(acme, f"/v2/accounts/{account.id}"))
 
     assert body["engagement_score"] == 40
-    assert [body[name] for name in ("percentile_rank", "raw_score", "adoption")] == [None] * 3
+    assert [body[name] for name in ("raw_score", "adoption")] == [None] * 2
     assert body["active_user_share"] is None
 
 
