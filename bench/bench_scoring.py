@@ -11,6 +11,7 @@ Seeds eds_bench_scores first (bench/seed_scoring.py: 100,000 accounts, 1,000,000
 over 30 days; skipped when already seeded). Then, on that database:
 - full rescore: `engagement.scoring.workspace_rescore` of a workspace never scored, again with
   nothing changed, and after a weight change that moves nearly every score;
+- an incremental refresh after one track from each of 15,000 users (BUSY_USERS);
 - event to score: a new event goes through `engagement.services.messages_apply`; we wait one full
   beat interval (SCORING_REFRESH_SECONDS, the worst case before the periodic task looks), then run
   what the periodic task runs (`workspace_refresh_is_due` + `workspace_refresh`) until the user's
@@ -70,6 +71,49 @@ def model_configure(workspace, *, features: bool, hierarchy: bool) -> None:
                 [workspace.product_id],
             )
         cursor.execute("ANALYZE engagement_account")
+
+
+# Distinct users whose tracks one incremental refresh takes in refresh_after_many_tracks.
+BUSY_USERS = 15_000
+
+
+def refresh_after_many_tracks(workspace) -> tuple[float, object]:
+    """One track each from BUSY_USERS distinct users, naming their account, applied as the drain
+    applies them (100 messages a call), then one incremental refresh: its seconds and result."""
+    from django.db import connection
+
+    from engagement.scoring import workspace_refresh
+    from engagement.services import Message, messages_apply
+
+    with connection.cursor() as cursor:
+        # Every 67th user (a spread over the ids), with the account it is linked to.
+        cursor.execute(
+            """
+            SELECT u.tracking_id, a.tracking_id FROM engagement_user u
+            JOIN engagement_membership m ON m.user_id = u.id
+            JOIN engagement_account a ON a.id = m.account_id
+            WHERE u.product_id = %s AND u.id %% 67 = 0 ORDER BY u.id LIMIT %s
+            """,
+            [workspace.product_id, BUSY_USERS],
+        )
+        pairs = cursor.fetchall()
+    now_ms = int(time.time() * 1000)
+    names = seed_scoring.EVENT_NAMES[:16]  # the weighted ones
+    messages = [
+        Message(
+            message_type="track",
+            timestamp_ms=now_ms,
+            user_id=user,
+            group_id=account,
+            event=names[number % len(names)],
+        )
+        for number, (user, account) in enumerate(pairs)
+    ]
+    for start in range(0, len(messages), 100):
+        messages_apply(product_id=workspace.product_id, messages=messages[start : start + 100])
+    started = time.monotonic()
+    result = workspace_refresh(workspace_id=workspace.id)
+    return time.monotonic() - started, result
 
 
 def main() -> int:
@@ -233,6 +277,15 @@ def measure(workspace, seeded: dict) -> int:
             f"incl. {settings.SCORING_REFRESH_SECONDS} s worst-case wait for the beat tick; "
             f"score {before[0]} -> {current.engagement_score} "
             f"(target < {FRESHNESS_TARGET_SECONDS:.0f} s)",
+        )
+    )
+    busy_s, busy = refresh_after_many_tracks(workspace)
+    rows.append(
+        (
+            f"incremental refresh, {BUSY_USERS:,} users' tracks",
+            f"{busy_s:.1f} s",
+            f"{busy.users:,} users, {busy.accounts:,} accounts recomputed (what about 5 s of the "
+            "sustained load of issue 75 touches)",
         )
     )
     # A settings change, what a rescore is for: the most common event weighs more, so nearly

@@ -1,12 +1,13 @@
 """The scoring engine: fills UserScore and AccountScore of a workspace from the daily rollups.
 
-- formula: the window, p90, the normalisation and tenure, in Python;
+- formula: the window, p90, the normalisation, tenure and percentile ranks, in Python;
 - dialect: the same as SQL, for PostgreSQL and SQLite (the embedded mode);
 - changes: whether a refresh is due and which users and accounts changed;
 - demand: refreshes queued by the changes themselves, one at a time per workspace;
 - refresh: a full rescore or an incremental refresh, under the workspace's lock;
 - aggregation: rollups into per user and per account totals;
-- writing: score rows, re-normalisation and percentile ranks;
+- writing: score rows; ranks: p90, re-normalisation and the percentile ranks read from the
+  kept score histograms;
 - run: the state and temporary tables of one refresh.
 """
 

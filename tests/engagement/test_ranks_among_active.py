@@ -9,6 +9,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
+from engagement.models import AccountScore
 from engagement.scoring import workspace_refresh, workspace_rescore
 from tests.engagement.helpers import apply, group, ranks, track
 
@@ -134,3 +135,25 @@ def migrated_to(target):
     executor = MigrationExecutor(connection)
     executor.migrate(target)
     return MigrationExecutor(connection).loader.project_state(target).apps
+
+
+def test_a_rank_moves_without_its_row_being_rewritten(acme_among_empty_accounts, settings):
+    # Ranks are read from the workspace's histogram: a refresh rewrites only the rows it
+    # recomputed, and the others' ranks move all the same.
+    acme = acme_among_empty_accounts
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0
+    # p90 kept between takes (as in a large workspace), so no score is re-normalised.
+    settings.SCORING_P90_EXACT_USERS, settings.SCORING_P90_SECONDS = 0, 3600
+    apply(acme, group("cy", "cato", days_ago=0), track("cy", "Login", times=2, days_ago=0))
+    workspace_refresh(workspace_id=acme.workspace.id)
+    cato = AccountScore.objects.get(workspace=acme.workspace, account__tracking_id="cato")
+    assert account_ranks(acme)["cato"] == 50
+
+    apply(acme, group("di", "dax", days_ago=0), track("di", "Login", times=2, days_ago=0))
+    assert workspace_refresh(workspace_id=acme.workspace.id).mode == "incremental"
+
+    # Cato and Dax tie above Bolt: one of the three others scores lower.
+    accounts = account_ranks(acme)
+    assert [accounts[key] for key in ("acme", "cato", "dax", "bolt")] == [100, 33.3, 33.3, 0]
+    cato_now = AccountScore.objects.get(workspace=acme.workspace, account__tracking_id="cato")
+    assert cato_now.computed_at == cato.computed_at
