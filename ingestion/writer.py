@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.db import (
     DatabaseError,
     InterfaceError,
@@ -40,6 +42,7 @@ from ingestion.store import (
     backlog_count_age,
     backlog_full_check,
     backlog_refresh,
+    backlog_size,
     kick_worker,
     store_accepted_batch,
     store_failed,
@@ -52,8 +55,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# A request waiting in the writer: its entries and the future its answer waits on.
-Waiting = tuple[Sequence[Entry], "asyncio.Future[None]"]
+# A request waiting in the writer: its entries, the future its answer waits on, and the
+# deadline (the event loop's clock) by which it is answered 503 if not committed.
+Waiting = tuple[Sequence[Entry], "asyncio.Future[None]", float]
 
 GATHER_SECONDS = 0.001
 # The fewest waiting requests that let a write go before the window ends (see _gather).
@@ -62,6 +66,13 @@ MAX_BATCH_ENTRIES = 2000
 # A worker is woken at most this often per web process; a wake-up asked for in between is sent
 # at the end of the interval, so no batch waits for the periodic sweep.
 KICK_INTERVAL_SECONDS = 0.05
+# While the backlog last counted holds at least a drain's batch (INGESTION_DRAIN_BATCH), a drain
+# under way claims full batches and carries on by itself until less than that is left (or no
+# worker runs at all): another wake-up only queues a task behind it, at a millisecond of the
+# door's CPU each (Celery's publish). Then a worker is woken at most this often, so one that
+# comes back still finds the backlog within a second; once the count is below a batch again
+# (it is taken every BACKLOG_COUNT_SECONDS), the interval above is back.
+BUSY_KICK_INTERVAL_SECONDS = 1.0
 # How often the backlog is counted for the INGESTION_BACKLOG_LIMIT check. Counting a large store
 # takes a while, so it runs on a thread and connection of its own, never on the write path.
 BACKLOG_COUNT_SECONDS = 1.0
@@ -110,7 +121,12 @@ def _count_backlog() -> None:
 
 
 class GroupCommitWriter:
-    """One per process, used from the event loop of that process."""
+    """One per process, used from the event loop of that process.
+
+    A request costs the writer a future and a place in the queue, no more: the deadlines of all
+    waiting requests are kept by one timer (`_expire`), set for the oldest of them, rather than
+    a timer, a timeout scope and a shielded future per request (together about as much as the
+    rest of the request's way through the door)."""
 
     def __init__(
         self,
@@ -126,56 +142,61 @@ class GroupCommitWriter:
         self._abandoned: set[asyncio.Task] = set()
         self.max_batch_entries = max_batch_entries
         self.kick_interval_seconds = kick_interval_seconds
+        # Requests waiting to be written, oldest first, so also in the order of their deadlines.
         self._pending: deque[Waiting] = deque()
+        # The requests taken off `_pending` for the write under way (or written one by one).
+        self._held: list[Waiting] = []
+        # The write under way on the event loop: the answers it is for, its task, and the
+        # future `_run` waits on (settled when the write ends, or when `_expire` gives it up).
+        self._in_flight: tuple[list[Waiting], asyncio.Task, asyncio.Future[None]] | None = None
+        # The one deadline timer: due at the earliest deadline of a request still waiting.
+        self._watchdog: asyncio.TimerHandle | None = None
         self._closing = False
         self._pending_since = 0.0
-        self._wake: asyncio.Event | None = None
+        # Set while `_run` waits for a first request (`_idle`) or for a full group (`_gathered`).
+        self._idle: asyncio.Future[None] | None = None
+        self._gathered: asyncio.Future[None] | None = None
         self._task: asyncio.Task | None = None
         self._db_thread = ThreadPoolExecutor(1, thread_name_prefix="eds-group-commit")
         self._kick_thread = ThreadPoolExecutor(1, thread_name_prefix="eds-kick")
         self._count_thread = ThreadPoolExecutor(1, thread_name_prefix="eds-backlog")
         self._counter: asyncio.Task | None = None
         self._last_kick = float("-inf")
-        self._kick_scheduled = False
+        self._kick_timer: asyncio.TimerHandle | None = None
         self._kick_sent: asyncio.Future | None = None
         # How many waiting requests let a write go before its window ends: as many as the last
-        # write carried, at least two; `_gathered` is set once that many wait.
+        # write carried, at least two; `_gathered` is settled once that many wait.
         self._group = MIN_GROUP
-        self._gathered: asyncio.Event | None = None
         # PostgreSQL's COPY on the event loop, chosen at the first write; None: the thread.
         self._loop_copy: EventLoopCopy | None = None
         self._last_write = float("-inf")
 
     async def store(self, entries: Sequence[Entry]) -> None:
-        """Return once `entries` are committed; raise a 503 `RequestError` if they cannot be."""
+        """Return once `entries` are committed; raise a 503 `RequestError` if they cannot be
+        (within `write_deadline_seconds`: see `_expire`)."""
         loop = asyncio.get_running_loop()
         if self._task is None or self._task.done():
             self._start(loop)
         done = loop.create_future()
-        if not self._pending:
-            self._pending_since = loop.time()
-        self._pending.append((entries, done))
-        assert self._wake is not None and self._gathered is not None  # _start made them
-        self._wake.set()
-        if len(self._pending) >= self._group:
-            self._gathered.set()
-        try:
-            async with asyncio.timeout(self.write_deadline_seconds):
-                await asyncio.shield(done)
-        except TimeoutError:
-            if done.done():  # settled just as the deadline passed
-                return done.result()
-            # Not written yet: it never will be (_take_batch skips it). Being written: it may
-            # still commit, as when a connection breaks during a commit; a 503 promises nothing.
-            done.cancel()
-            logger.error("an accepted request was not committed within its deadline")
-            raise _write_failed() from None
+        now = loop.time()
+        pending = self._pending
+        if not pending:
+            self._pending_since = now
+        pending.append((entries, done, now + self.write_deadline_seconds))
+        if self._watchdog is None:
+            self._watchdog = loop.call_at(now + self.write_deadline_seconds, self._expire, loop)
+        if self._idle is not None:
+            _settled(self._idle)
+            self._idle = None
+        if self._gathered is not None and len(pending) >= self._group:
+            _settled(self._gathered)  # unless the window's end settled it already
+            self._gathered = None
+        await done
 
     def _start(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._loop_copy is None:
             self._loop_copy = ingestion_backend().event_loop_writer()
-        self._wake = asyncio.Event()
-        self._gathered = asyncio.Event()
+        self._idle = self._gathered = None
         if self._counter is None:
             self._counter = loop.create_task(self._count_every_second(loop), name="eds-backlog")
         self._task = loop.create_task(self._run(), name="eds-group-commit")
@@ -187,23 +208,22 @@ class GroupCommitWriter:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        assert self._wake is not None
         while True:
             if not self._pending:
                 if self._closing:
                     return
-                self._wake.clear()
-                await self._wake.wait()
-                if not self._pending:
-                    continue
+                idle = self._idle = loop.create_future()
+                await idle
+                continue
             await self._gather(loop)
             batch = self._take_batch(loop)
             if not batch:
                 continue  # every one of them was answered 503 at its deadline
             self._group = max(len(batch), MIN_GROUP)
-            entries = [entry for waiting, _ in batch for entry in waiting]
+            entries = [entry for waiting in batch for entry in waiting[0]]
+            self._held = batch
             try:
-                await self._write_in_time(loop, entries, [done for _, done in batch])
+                await self._write_in_time(loop, entries, batch)
             except RequestError as error:
                 if len(batch) > 1 and _refused_by_the_data(error):
                     await self._write_one_by_one(loop, batch)
@@ -216,6 +236,8 @@ class GroupCommitWriter:
             else:
                 self._settle(batch, None)
                 self._ask_for_kick(loop)
+            finally:
+                self._held = []
 
     async def _write(self, loop: asyncio.AbstractEventLoop, entries: Sequence[Entry]) -> None:
         """Store one write's entries (one COPY, one commit), or raise a 503 `RequestError`: on
@@ -237,33 +259,69 @@ class GroupCommitWriter:
             self._last_write = loop.time()
 
     async def _write_in_time(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        entries: Sequence[Entry],
-        answers: list[asyncio.Future],
+        self, loop: asyncio.AbstractEventLoop, entries: Sequence[Entry], answers: list[Waiting]
     ) -> None:
-        """`_write`, given up once every request it carries has had its 503 (`store`'s
-        deadline): the statement is cancelled, its connection left to end and be closed on its
-        own, and the next write opens another, which a failover's new primary may answer. (The
-        writer thread's write cannot be called off; its requests still get their 503 in time.)"""
+        """`_write`, given up once every request it carries has had its 503 (`_expire`): the
+        statement is cancelled, its connection left to end and be closed on its own, and the
+        next write opens another, which a failover's new primary may answer. (The writer
+        thread's write cannot be called off; its requests still get their 503 in time.)"""
         if self._loop_copy is None:
             await self._write(loop, entries)
             return
         write = loop.create_task(self._write(loop, entries), name="eds-group-commit-write")
-        while not write.done():
-            waiting = [answer for answer in answers if not answer.done()]
-            if not waiting:
-                break
-            await asyncio.wait({write, *waiting}, return_when=asyncio.FIRST_COMPLETED)
+        ended: asyncio.Future[None] = loop.create_future()
+        write.add_done_callback(functools.partial(_settled, ended))
+        self._in_flight = (answers, write, ended)
+        try:
+            await ended
+        finally:
+            self._in_flight = None
         if write.done():
             return write.result()
+        raise _write_failed()  # given up by _expire
+
+    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
+        """At the earliest deadline of a request still waiting: a 503 for each request whose
+        deadline has passed, the write under way given up once none of its requests waits for
+        it any more, and the timer set again for the next deadline."""
+        self._watchdog = None
+        now = loop.time()
+        next_deadline: float | None = None
+        for _, done, deadline in self._held:
+            if done.done():
+                continue
+            if deadline <= now:
+                # Not written yet: it never will be (skipped). Being written: it may still
+                # commit, as when a connection breaks during a commit; a 503 promises nothing.
+                _answer_late(done)
+            elif next_deadline is None:
+                next_deadline = deadline
+        in_flight = self._in_flight
+        if in_flight is not None and not in_flight[2].done():
+            answers, write, ended = in_flight
+            if all(done.done() for _, done, _ in answers):
+                self._give_up(loop, write, ended)
+        pending = self._pending
+        while pending and (pending[0][1].done() or pending[0][2] <= now):
+            _, done, _ = pending.popleft()  # _take_batch would skip it: answered already
+            if not done.done():
+                _answer_late(done)
+        if next_deadline is None and pending:
+            next_deadline = pending[0][2]
+        if next_deadline is not None:
+            self._watchdog = loop.call_at(next_deadline, self._expire, loop)
+
+    def _give_up(
+        self, loop: asyncio.AbstractEventLoop, write: asyncio.Task, ended: asyncio.Future[None]
+    ) -> None:
+        assert self._loop_copy is not None  # only writes on the event loop are given up
         given_up = self._loop_copy.abandon()
         write.cancel()  # psycopg asks the server to cancel the statement, for at most 10 s
         ending = loop.create_task(_close_when_ended(write, given_up), name="eds-given-up-write")
         self._abandoned.add(ending)
         ending.add_done_callback(self._abandoned.discard)
         logger.error("a write outlived its requests' deadline: given up")
-        raise _write_failed()
+        ended.set_result(None)
 
     async def _gather(self, loop: asyncio.AbstractEventLoop) -> None:
         """Wait until as many requests wait as the last write carried (at least two), or out the
@@ -277,10 +335,13 @@ class GroupCommitWriter:
         delay = self._pending_since + self.gather_seconds - loop.time()
         if delay <= 0 or len(self._pending) >= self._group:
             return
-        assert self._gathered is not None
-        self._gathered.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._gathered.wait(), delay)
+        gathered = self._gathered = loop.create_future()
+        window = loop.call_later(delay, _settled, gathered)
+        try:
+            await gathered
+        finally:
+            self._gathered = None
+            window.cancel()
 
     async def _write_one_by_one(
         self, loop: asyncio.AbstractEventLoop, batch: list[Waiting]
@@ -288,8 +349,10 @@ class GroupCommitWriter:
         """One request the database refuses must not fail the others it was batched with."""
         stored = False
         for waiting in batch:
+            if waiting[1].done():  # answered 503 at its deadline meanwhile
+                continue
             try:
-                await self._write_in_time(loop, waiting[0], [waiting[1]])
+                await self._write_in_time(loop, waiting[0], [waiting])
             except RequestError as error:
                 self._settle([waiting], error)
             else:
@@ -314,8 +377,8 @@ class GroupCommitWriter:
 
     @staticmethod
     def _settle(batch: list[Waiting], error: Exception | None) -> None:
-        for _, done in batch:
-            if done.done():  # the client went away; nothing to answer
+        for _, done, _ in batch:
+            if done.done():  # answered 503 at its deadline, or the client went away
                 continue
             if error is None:
                 done.set_result(None)
@@ -323,21 +386,23 @@ class GroupCommitWriter:
                 done.set_exception(error)
 
     def _ask_for_kick(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self._kick_scheduled:
+        if self._kick_timer is not None:
             return
-        self._kick_scheduled = True
-        wait = self._last_kick + self.kick_interval_seconds - loop.time()
+        interval = self.kick_interval_seconds
+        if backlog_size(max_age=float("inf")) >= settings.INGESTION_DRAIN_BATCH:  # as counted
+            interval = max(interval, BUSY_KICK_INTERVAL_SECONDS)
+        wait = self._last_kick + interval - loop.time()
         if wait <= 0:
             self._kick(loop)
         else:
-            loop.call_later(wait, self._kick, loop)
+            self._kick_timer = loop.call_later(wait, self._kick, loop)
 
     def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._kick_sent is not None and not self._kick_sent.done():
             # The broker is slow or down: try again later rather than queue up wake-ups.
-            loop.call_later(self.kick_interval_seconds, self._kick, loop)
+            self._kick_timer = loop.call_later(self.kick_interval_seconds, self._kick, loop)
             return
-        self._kick_scheduled = False
+        self._kick_timer = None
         self._last_kick = loop.time()
         # Its own thread: a broker that is slow to answer must never hold up a commit.
         self._kick_sent = loop.run_in_executor(self._kick_thread, kick_worker)
@@ -347,10 +412,19 @@ class GroupCommitWriter:
         loop = asyncio.get_running_loop()
         self._closing = True
         if self._task is not None:
-            assert self._wake is not None
-            self._wake.set()
+            if self._idle is not None:
+                _settled(self._idle)
+                self._idle = None
             await self._task  # returns once nothing waits and no write is in flight
             self._task = None
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        if self._kick_timer is not None:
+            # A wake-up still due for requests committed since the last one: sent now.
+            self._kick_timer.cancel()
+            self._kick_timer = None
+            self._kick_sent = loop.run_in_executor(self._kick_thread, kick_worker)
         if self._counter is not None:
             self._counter.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -364,6 +438,18 @@ class GroupCommitWriter:
         await loop.run_in_executor(self._db_thread, _close_connection)
         for thread in (self._db_thread, self._kick_thread, self._count_thread):
             thread.shutdown(wait=True)
+
+
+def _settled(future: asyncio.Future[None], *_: object) -> None:
+    """Settle `future` unless it is already: by a window's end or a new request, whichever came
+    first; by a write's end or its giving up; or cancelled with the task that awaited it."""
+    if not future.done():
+        future.set_result(None)
+
+
+def _answer_late(done: asyncio.Future[None]) -> None:
+    logger.error("an accepted request was not committed within its deadline")
+    done.set_exception(_write_failed())
 
 
 async def _close_when_ended(write: asyncio.Task, session: psycopg.AsyncConnection | None) -> None:
