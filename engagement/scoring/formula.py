@@ -127,7 +127,9 @@ def percentile_ranks(histogram: Sequence[int]) -> tuple[float | None, ...]:
     ranks: list[float | None] = [None]
     lower = 0
     for score in range(1, SCORE_MAX + 1):
-        ranks.append(_tenths_half_up(Fraction(100 * lower, denominator)))
+        # At most 100: a score above every row's (none scores it, so no row reads it) would
+        # otherwise count all the active rows as lower.
+        ranks.append(min(_tenths_half_up(Fraction(100 * lower, denominator)), 100.0))
         lower += counts[score]
     return tuple(ranks)
 

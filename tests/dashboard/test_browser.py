@@ -16,6 +16,9 @@ import pytest
 from tests.dashboard.conftest import PASSWORD
 
 CHROMIUM = "/usr/bin/chromium"
+# plotly.js is parsed and draws on page load: on a 2-core CI VM running three test processes it
+# once took over Playwright's default 5 s.
+CHART_DRAWN_MS = 20_000
 
 pytestmark = pytest.mark.skipif(
     not Path(CHROMIUM).exists() and not os.environ.get("CI"),
@@ -65,7 +68,9 @@ def test_sign_in_search_open_an_account_and_stay_on_the_service(
             expect(page.get_by_role("heading", name="Initech")).to_be_visible()
             expect(page.locator("#score")).to_have_text("100")
             # plotly.js drew the score chart (an SVG inside the figure).
-            expect(page.locator("#score-chart svg.main-svg").first).to_be_visible()
+            expect(page.locator("#score-chart svg.main-svg").first).to_be_visible(
+                timeout=CHART_DRAWN_MS
+            )
             breakdown = page.locator("#breakdown")
             expect(breakdown).to_contain_text("Report_Created")
             expect(breakdown).to_contain_text("Dashboard_Viewed")
@@ -140,7 +145,9 @@ def test_one_request_on_the_health_chart_spans_the_last_6_hours(
     base = workspace_url(live_server, scored)  # read before playwright's event loop runs
     with signed_in_page(live_server) as page:
         page.goto(f"{base}/health/")
-        expect(page.locator("#accepted-chart svg.main-svg").first).to_be_visible()
+        expect(page.locator("#accepted-chart svg.main-svg").first).to_be_visible(
+            timeout=CHART_DRAWN_MS
+        )
         page.screenshot(path=str(SHOTS / "chart-health.png"), full_page=True)
         hours = ticks(page, "accepted-chart", "x")
         # The last 6 hours on the axis (hourly ticks), not a millisecond around the point.
@@ -155,7 +162,9 @@ def test_a_score_of_100_is_drawn_whole_on_ticks_0_to_100(live_server, scored, ve
     base = workspace_url(live_server, scored)  # read before playwright's event loop runs
     with signed_in_page(live_server) as page:
         page.goto(f"{base}/accounts/{scored.initech.id}/")
-        expect(page.locator("#score-chart svg.main-svg").first).to_be_visible()
+        expect(page.locator("#score-chart svg.main-svg").first).to_be_visible(
+            timeout=CHART_DRAWN_MS
+        )
         page.screenshot(path=str(SHOTS / "chart-account.png"), full_page=True)
         assert ticks(page, "score-chart", "y") == ["0", "20", "40", "60", "80", "100"]
         low, high = y_range(page, "score-chart")
@@ -169,7 +178,9 @@ def test_small_counts_get_whole_number_ticks(live_server, scored, vera):
     base = workspace_url(live_server, scored)  # read before playwright's event loop runs
     with signed_in_page(live_server) as page:
         page.goto(f"{base}/segments/{scored.enterprise.id}/")
-        expect(page.locator("#changes-chart svg.main-svg").first).to_be_visible()
+        expect(page.locator("#changes-chart svg.main-svg").first).to_be_visible(
+            timeout=CHART_DRAWN_MS
+        )
         page.screenshot(path=str(SHOTS / "chart-segment.png"), full_page=True)
         counts = ticks(page, "changes-chart", "y")
         assert whole_numbers(counts), counts  # one join: 0, 1, 2; never steps of 0.2

@@ -6,7 +6,13 @@ import pytest
 from engagement.history import score_history_update
 from engagement.models import Account
 from engagement.scoring import workspace_rescore
-from tests.dashboard.test_browser import SHOTS, pytestmark, signed_in_page, workspace_url
+from tests.dashboard.test_browser import (
+    CHART_DRAWN_MS,
+    SHOTS,
+    pytestmark,
+    signed_in_page,
+    workspace_url,
+)
 from tests.engagement.helpers import apply, group, track
 
 assert pytestmark  # the same skip as test_browser: Debian's chromium must be there
@@ -36,7 +42,9 @@ def test_no_rank_for_0_and_no_line_before_first_seen(live_server, scored, vera, 
         page.screenshot(path=str(SHOTS / "rank-of-0.png"), full_page=True)
 
         page.goto(f"{base}/accounts/{dunder.id}/")
-        expect(page.locator("#score-chart svg.main-svg").first).to_be_visible()
+        expect(page.locator("#score-chart svg.main-svg").first).to_be_visible(
+            timeout=CHART_DRAWN_MS
+        )
         expect(page.locator("#percentile-rank")).not_to_have_text("–")
         drawn = page.evaluate("document.getElementById('score-chart').data[0].y")
         assert drawn[:27] == [None] * 27 and all(score > 0 for score in drawn[27:]), drawn
