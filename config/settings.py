@@ -215,6 +215,13 @@ INGESTION_DEDUP_DAYS = env_int("INGESTION_DEDUP_DAYS", 1, minimum=1)
 # A client `sentAt` further than this from our clock is clock skew and corrected; nearer is
 # network delay and left alone.
 INGESTION_CLOCK_SKEW_SECONDS = env_int("INGESTION_CLOCK_SKEW_SECONDS", 5, minimum=0)
+# How far apart the clocks of the machines running web servers and workers may be (keep them
+# NTP-synchronised). A drain task queued more than this before a drain that caught up began is
+# skipped without a query (ingestion.tasks). Every write queues one, and the refresh a change
+# queues waits behind them on the same queue: 5 s held 130-170 of them, and each new score about
+# 3 s, at 120 messages a second (docs/benchmarks.md, 2026-11-28). Too small a margin for the real
+# skew delays a request to the next task or the sweep; it never loses one.
+INGESTION_HOSTS_CLOCK_SKEW_MS = env_int("INGESTION_HOSTS_CLOCK_SKEW_MS", 250, minimum=0)
 # Requests per ingestion key, e.g. 100/second, counted in the shared cache (CACHE_URL); off by
 # default. Over it: 429 with Retry-After.
 INGESTION_KEY_RATE_LIMIT = env_rate("INGESTION_KEY_RATE_LIMIT", "off")

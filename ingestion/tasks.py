@@ -15,13 +15,6 @@ logger = logging.getLogger(__name__)
 
 _DRAIN_SECONDS = 20.0
 
-# How much earlier than the start of this process's latest drain that caught up a drain task must
-# have been queued to be skipped. The task's time is the web machine's clock, the drain's the
-# worker's: a margin larger than the skew between them keeps a task queued after that drain
-# began from ever being skipped. Were the clocks further apart, such a request would wait for the
-# next task or the sweep (INGESTION_SWEEP_SECONDS), never be lost.
-QUEUED_BEFORE_MARGIN_SECONDS = 5.0
-
 # Per worker process: the wall-clock time the latest drain that caught up (its last batch ended
 # short of the limit, see accepted_requests_drain_for) began. Every request committed before
 # then was claimed by that drain, or by another worker's (rows it had locked were skipped).
@@ -41,6 +34,15 @@ def _drain() -> tuple[DrainResult, bool]:
     return result, more
 
 
+def _clock_margin_seconds() -> float:
+    """How much earlier than the start of this process's latest drain that caught up a drain task
+    must have been queued to be skipped. The task's time is the web machine's clock, the drain's
+    the worker's: a margin larger than the skew between them keeps a task queued after that drain
+    began from ever being skipped. Were the clocks further apart, such a request would wait for
+    the next task or the sweep (INGESTION_SWEEP_SECONDS), never be lost."""
+    return settings.INGESTION_HOSTS_CLOCK_SKEW_MS / 1000
+
+
 def _requeue() -> None:
     drain_accepted_requests.apply_async(kwargs={"queued_at": time.time()})
 
@@ -56,7 +58,7 @@ def drain_accepted_requests(queued_at: float | None = None) -> int:
     per request waiting for it, drains the backlog in a few transactions, then skips the rest.
     A task without `queued_at` (queued before this argument existed) always drains.
     """
-    if queued_at is not None and queued_at < _caught_up_from - QUEUED_BEFORE_MARGIN_SECONDS:
+    if queued_at is not None and queued_at < _caught_up_from - _clock_margin_seconds():
         return 0
     result, more = _drain()
     if more:
