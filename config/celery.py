@@ -14,7 +14,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 MARKETPLACE_QUEUE = "marketplace"
 AUTOMATIONS_QUEUE = "automations"
 
-app = Celery("config")
+# Celery's Django fix-up, but keeping each worker process's connection pool across its tasks
+# (config/celery_fixup.py).
+app = Celery("config", fixups=["config.celery_fixup:fixup"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_routes = {
     "marketplace.tasks.*": {"queue": MARKETPLACE_QUEUE},
