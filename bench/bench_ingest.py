@@ -48,6 +48,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +120,14 @@ class Run:
     wal_fpi: int = 0
     wal_mb: float = 0.0
     slowest_second: float = 1.0
+    # wrk's connections each server process held, fewest first (sampled once, 2 s into the
+    # run): uvicorn's workers share one listening socket, and whichever wakes first accepts
+    # what is queued, so wrk's 32 connections may split 16/16 or 2/30 from one run to the next.
+    connections: tuple[int, ...] = ()
+
+    @property
+    def split(self) -> str:
+        return "/".join(str(count) for count in self.connections) or "?"
 
     @property
     def requests_per_row(self) -> float:
@@ -451,7 +460,8 @@ def measure(
         f"p99 {run.p99_ms:.1f} ms, non-2xx {run.non_2xx}"
         + (f", {run.requests_per_row:.1f} requests a stored row" if run.rows_stored else "")
         + f"; slowest second {run.slowest_second:.2f} of the mean, {run.checkpoints} checkpoints, "
-        f"{run.wal_fpi:,} full-page images, {run.wal_mb:,.0f} MB of WAL",
+        f"{run.wal_fpi:,} full-page images, {run.wal_mb:,.0f} MB of WAL; connections per "
+        f"process {run.split}",
         flush=True,
     )
     return run
@@ -484,6 +494,8 @@ class RoundTrace:
             while not self.stop.wait(0.5):
                 (high,) = conn.execute(self.highest).fetchone()
                 self.samples.append((time.monotonic(), int(high)))
+                if len(self.samples) == 4:
+                    self.run.connections = connections_per_process()
 
     def __enter__(self) -> RoundTrace:
         self.before = self._database()
@@ -505,6 +517,22 @@ class RoundTrace:
         ]
         mean = sum(rates) / len(rates) if rates else 0
         self.run.slowest_second = min(rates) / mean if mean else 1.0
+
+
+def connections_per_process() -> tuple[int, ...]:
+    """The established connections to PORT each server process holds, fewest first (`ss`, from
+    iproute2; empty when it cannot tell)."""
+    try:
+        listed = subprocess.run(
+            ["ss", "-tnpH", "state", "established", f"( sport = :{PORT} )"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return tuple(sorted(Counter(re.findall(r"pid=(\d+)", listed)).values()))
 
 
 def combined(rounds: list[Run]) -> Run:
@@ -941,7 +969,8 @@ def print_pairs(pairs: list[tuple[Run, Run]]) -> None:
             f"  {number}. door {door.requests_per_s:,.0f} / lean {lean.requests_per_s:,.0f} req/s"
             f" = {door.requests_per_s / lean.requests_per_s:.2f}x; slowest second door "
             f"{door.slowest_second:.2f}, lean {lean.slowest_second:.2f}; checkpoints "
-            f"{door.checkpoints}/{lean.checkpoints}; WAL {door.wal_mb:,.0f}/{lean.wal_mb:,.0f} MB"
+            f"{door.checkpoints}/{lean.checkpoints}; WAL {door.wal_mb:,.0f}/{lean.wal_mb:,.0f} MB;"
+            f" connections per process door {door.split}, lean {lean.split}"
         )
     ratios = sorted(door.requests_per_s / lean.requests_per_s for door, lean in pairs)
     print(
