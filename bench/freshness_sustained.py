@@ -939,8 +939,13 @@ class CpuWatch:
 # --- /metrics: the refreshes by mode --------------------------------------------------------------
 
 
-async def refresh_counts() -> dict[str, tuple[float, float]]:
-    """{mode: (count, seconds)} of eds_score_refresh_duration_seconds, summed over processes."""
+# Per refresh mode: refreshes, their seconds, the users and the accounts they recomputed.
+ModeCounts = tuple[float, float, float, float]
+
+
+async def refresh_counts() -> dict[str, ModeCounts]:
+    """{mode: (count, seconds, users, accounts)} from eds_score_refresh_duration_seconds and
+    eds_score_refresh_recomputed_total, summed over processes."""
     connection = HttpConnection(PORT)
     try:
         status, body = await connection.request(
@@ -954,13 +959,21 @@ async def refresh_counts() -> dict[str, tuple[float, float]]:
         return {}
     found: dict[str, list[float]] = {}
     for line in body.decode().splitlines():
-        for suffix, index in (("_count", 0), ("_sum", 1)):
-            prefix = f"eds_score_refresh_duration_seconds{suffix}{{"
+        for prefix, index in (
+            ("eds_score_refresh_duration_seconds_count{", 0),
+            ("eds_score_refresh_duration_seconds_sum{", 1),
+            ("eds_score_refresh_recomputed_total{", 2),
+        ):
             if line.startswith(prefix):
                 labels, value = line[len(prefix) :].rsplit("} ", 1)
                 mode = labels.split('mode="', 1)[1].split('"', 1)[0]
-                found.setdefault(mode, [0.0, 0.0])[index] += float(value)
-    return {mode: (count, total) for mode, (count, total) in found.items()}
+                if index == 2 and 'kind="account"' in labels:
+                    index = 3
+                found.setdefault(mode, [0.0, 0.0, 0.0, 0.0])[index] += float(value)
+    return {
+        mode: (count, total, users, accounts)
+        for mode, (count, total, users, accounts) in found.items()
+    }
 
 
 def sampling_seconds(load_seconds: float) -> float:
@@ -979,7 +992,7 @@ class Run:
     samples: SampleFigures
     monitor: MonitorFigures
     cpu: dict[str, float]
-    refreshes_by_mode: dict[str, tuple[float, float]]
+    refreshes_by_mode: dict[str, ModeCounts]
     load_average: tuple[float, float]
     new_users: NewUsers | None  # with the automation: the new users tracked
     arrivals: list[tuple[float, dict]]  # the webhooks the receiver took (wall clock, body)
@@ -1080,10 +1093,12 @@ async def measure_load(
         cpu=cpu.cores,
         refreshes_by_mode={
             mode: (
-                count - by_mode_before.get(mode, (0.0, 0.0))[0],
-                total - by_mode_before.get(mode, (0.0, 0.0))[1],
+                after[0] - by_mode_before.get(mode, (0.0,) * 4)[0],
+                after[1] - by_mode_before.get(mode, (0.0,) * 4)[1],
+                after[2] - by_mode_before.get(mode, (0.0,) * 4)[2],
+                after[3] - by_mode_before.get(mode, (0.0,) * 4)[3],
             )
-            for mode, (count, total) in by_mode_after.items()
+            for mode, after in by_mode_after.items()
         },
         load_average=(load_start, os.getloadavg()[0]),
         new_users=new_users,
@@ -1128,8 +1143,11 @@ def report(args: argparse.Namespace, run: Run, product: dict, event: str) -> Non
         for earlier, later in zip(refreshes, refreshes[1:], strict=False)
     ]
     by_mode = ", ".join(
-        f"{mode} {count:,.0f}" + (f" (mean {total / count:.2f} s)" if count else "")
-        for mode, (count, total) in sorted(run.refreshes_by_mode.items())
+        f"{mode} {count:,.0f}"
+        + (f" (mean {total / count:.2f} s" if count else "")
+        + (f", {users / count:,.0f} users and {accounts / count:,.0f} accounts" if users else "")
+        + (")" if count else "")
+        for mode, (count, total, users, accounts) in sorted(run.refreshes_by_mode.items())
         if count
     )
     rows = [

@@ -7,11 +7,12 @@ from collections.abc import Iterator
 
 from django.db.models import Count, Min
 from django.utils import timezone
-from prometheus_client import Histogram
+from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from engagement.models import Erasure, ScoringState
+from engagement.scoring.refresh import RefreshResult
 
 SCORE_REFRESH_SECONDS = Histogram(
     "eds_score_refresh_duration_seconds",
@@ -25,6 +26,21 @@ SCORE_REFRESH_WAIT_SECONDS = Histogram(
     "wait for a worker or for the refresh before it.",
     buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
 )
+# Over the refreshes' count, the work each one did: an incremental refresh's time grows with the
+# users and accounts it recomputes (docs/scoring.md).
+SCORE_REFRESH_RECOMPUTED = Counter(
+    "eds_score_refresh_recomputed",
+    "Users and accounts score refreshes recomputed, by what the refresh did and by kind.",
+    ["mode", "kind"],
+)
+
+
+def score_refresh_observed(result: RefreshResult, seconds: float) -> None:
+    """A refresh's time, and the users and accounts it recomputed."""
+    SCORE_REFRESH_SECONDS.labels(result.mode).observe(seconds)
+    if result.users or result.accounts:
+        SCORE_REFRESH_RECOMPUTED.labels(result.mode, "user").inc(result.users)
+        SCORE_REFRESH_RECOMPUTED.labels(result.mode, "account").inc(result.accounts)
 
 
 class ScoresAgeCollector(Collector):

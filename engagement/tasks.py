@@ -54,11 +54,11 @@ def workspace_refresh(workspace_id: int) -> str:
     if queued_at is not None:
         waited = (timezone.now() - queued_at).total_seconds()
         metrics.SCORE_REFRESH_WAIT_SECONDS.observe(max(waited, 0.0))
-    mode = scoring.workspace_refresh(workspace_id=workspace_id).mode
-    if mode == "busy":
+    result = scoring.workspace_refresh(workspace_id=workspace_id)
+    if result.mode == "busy":
         scoring.refresh_demand_busy(workspace_id=workspace_id)
-    metrics.SCORE_REFRESH_SECONDS.labels(mode).observe(time.perf_counter() - started)
-    return mode
+    metrics.score_refresh_observed(result, time.perf_counter() - started)
+    return result.mode
 
 
 @shared_task(ignore_result=True)
@@ -67,9 +67,9 @@ def workspace_rescore(workspace_id: int) -> str:
     if not Workspace.objects.filter(id=workspace_id).exists():
         return "gone"
     started = time.perf_counter()
-    mode = scoring.workspace_rescore(workspace_id=workspace_id).mode
-    metrics.SCORE_REFRESH_SECONDS.labels(mode).observe(time.perf_counter() - started)
-    return mode
+    result = scoring.workspace_rescore(workspace_id=workspace_id)
+    metrics.score_refresh_observed(result, time.perf_counter() - started)
+    return result.mode
 
 
 @shared_task(ignore_result=True)

@@ -48,6 +48,31 @@ def test_a_refresh_is_timed_and_the_scores_age_is_read_per_workspace(acme, globe
     assert 7200 <= age < 7260
 
 
+def test_a_refresh_counts_the_users_and_accounts_it_recomputed(acme, settings):
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0  # the second refresh reads only what followed
+    name = "eds_score_refresh_recomputed_total"
+
+    def counted(mode: str, kind: str) -> float:
+        return scrape().get_sample_value(name, {"mode": mode, "kind": kind}) or 0
+
+    apply(acme, track("u1", "Login", account="acct-1"))
+    assert workspace_refresh(acme.workspace.id) == "full"
+    users_before = counted("incremental", "user")
+    accounts_before = counted("incremental", "account")
+    apply(
+        acme,
+        track("u2", "Login", account="acct-2"),
+        track("u3", "Login", account="acct-2"),
+    )
+
+    assert workspace_refresh(acme.workspace.id) == "incremental"
+
+    assert counted("incremental", "user") == users_before + 2
+    assert counted("incremental", "account") == accounts_before + 1
+    assert workspace_refresh(acme.workspace.id) == "idle"
+    assert counted("incremental", "user") == users_before + 2
+
+
 def test_erasures_are_counted_by_status_with_the_oldest_unfinished_age(acme):
     def request(status: str) -> Erasure:
         return Erasure.objects.create(
