@@ -215,12 +215,15 @@ INGESTION_DEDUP_DAYS = env_int("INGESTION_DEDUP_DAYS", 1, minimum=1)
 # A client `sentAt` further than this from our clock is clock skew and corrected; nearer is
 # network delay and left alone.
 INGESTION_CLOCK_SKEW_SECONDS = env_int("INGESTION_CLOCK_SKEW_SECONDS", 5, minimum=0)
-# How far apart the clocks of the machines running web servers and workers may be (keep them
-# NTP-synchronised). A drain task queued more than this before a drain that caught up began is
-# skipped without a query (ingestion.tasks). Every write queues one, and the refresh a change
-# queues waits behind them on the same queue: 5 s held 130-170 of them, and each new score about
-# 3 s, at 120 messages a second (docs/benchmarks.md, 2026-11-28). Too small a margin for the real
-# skew delays a request to the next task or the sweep; it never loses one.
+# How far apart the clocks of the machines running web servers, workers and the database may be
+# (keep them NTP-synchronised). A drain task queued more than this before a drain that caught up
+# began is skipped without a query (ingestion.tasks): every write queues one, and the refresh a
+# change queues waits behind them on the same queue (5 s held 130-170 of them, and each new score
+# about 3 s, at 120 messages a second: docs/benchmarks.md, 2026-11-28). On PostgreSQL a refresh
+# re-reads the changes stamped this much (and 100 ms) before its watermark
+# (engagement/scoring/changes.py). Too small for the real skew, a request waits for the next task
+# or the sweep (it is never lost), and a change stamped on a machine whose clock runs behind may
+# wait for the next change to its user or account, or the day's full rescore.
 INGESTION_HOSTS_CLOCK_SKEW_MS = env_int("INGESTION_HOSTS_CLOCK_SKEW_MS", 250, minimum=0)
 # Requests per ingestion key, e.g. 100/second, counted in the shared cache (CACHE_URL); off by
 # default. Over it: 429 with Retry-After.
@@ -238,9 +241,9 @@ SCORING_REFRESH_DELAY_MS = env_int("SCORING_REFRESH_DELAY_MS", 250, minimum=0)
 SCORING_ACTIVITY_KEEP_MINUTES = env_int("SCORING_ACTIVITY_KEEP_MINUTES", 30, minimum=5)
 # How long a writing transaction may take to commit, for what cannot see open transactions: a
 # refresh on SQLite re-reads changes this far behind its watermark (on PostgreSQL the watermark
-# stops at the oldest transaction still writing, and the re-read covers clocks only: 2 s, see
-# engagement/scoring/changes.py); users counted, and today's history noted as a past day, allow
-# for commits this late.
+# stops at the oldest transaction still writing, and the re-read covers clocks only:
+# INGESTION_HOSTS_CLOCK_SKEW_MS and 100 ms, see engagement/scoring/changes.py); users counted, and
+# today's history noted as a past day, allow for commits this late.
 SCORING_WATERMARK_OVERLAP_SECONDS = env_int("SCORING_WATERMARK_OVERLAP_SECONDS", 30, minimum=0)
 # An incremental refresh of a large workspace takes p90 over every score row (a pass over all of
 # them) at most this often; between, it scores the changed users against the p90 kept, and a

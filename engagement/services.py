@@ -307,11 +307,13 @@ def account_prefixed_traits_replace(
     if not create_missing:
         existing = Account.objects.filter(product_id=product_id, tracking_id__in=tracking_ids)
         tracking_ids = set(existing.values_list("tracking_id", flat=True))
-    now = timezone.now()
-    now_ms = int(now.timestamp() * 1000)
     with transaction.atomic():
         # Locked (or created) as messages_apply locks accounts: no deadlock with a drain.
         accounts = accounts_lock_or_create(product_id, tracking_ids, lock=tracking_ids)
+        # Stamped once locked: the lock may wait for a drain, and a refresh that began meanwhile
+        # re-reads changes only shortly before its watermark (scoring.changes.clock_margin).
+        now = timezone.now()
+        now_ms = int(now.timestamp() * 1000)
         for tracking_id, account in accounts.items():
             name = (fallback_names or {}).get(tracking_id)
             _prefixed_traits_set(account, traits_by_tracking_id[tracking_id], prefix, name, now_ms)

@@ -53,21 +53,31 @@ def watermark_at(now: datetime) -> datetime:
     return now if oldest is None else min(now, oldest)
 
 
-# Where the watermark already waits for open transactions (watermark_at), the re-read covers
-# clocks only: a writer's host clock behind the database's (NTP keeps them within milliseconds),
-# a timestamp taken just before its transaction's first statement.
-CLOCK_MARGIN = timedelta(seconds=2)
+# Every change is stamped once its transaction has written (and so shows in pg_stat_activity:
+# users and accounts are locked before the drain takes its time), or in the statement that
+# writes it (auto_now): at most a round trip or two before the transaction's first write.
+STAMP_LEAD = timedelta(milliseconds=100)
+
+
+def clock_margin() -> timedelta:
+    """What the re-read covers where the watermark already waits for open transactions
+    (watermark_at): the clocks of the machines that stamp changes, run the refresh and the
+    database, INGESTION_HOSTS_CLOCK_SKEW_MS apart at most, and a stamp's lead on its write.
+
+    It was 2 s: under a steady load each incremental refresh then recomputed the users of the
+    last 2 s again, on top of those of the ~1 s since the one before (docs/benchmarks.md)."""
+    return timedelta(milliseconds=settings.INGESTION_HOSTS_CLOCK_SKEW_MS) + STAMP_LEAD
 
 
 def changes_since(state: ScoringState) -> datetime | None:
     """From when a refresh re-reads changes: the watermark less the overlap that catches
-    transactions committed late (CLOCK_MARGIN where the database shows open transactions, at most
-    SCORING_WATERMARK_OVERLAP_SECONDS); None for a workspace never scored."""
+    transactions committed late (clock_margin() where the database shows open transactions, at
+    most SCORING_WATERMARK_OVERLAP_SECONDS); None for a workspace never scored."""
     if state.scored_through is None:
         return None
     overlap = timedelta(seconds=settings.SCORING_WATERMARK_OVERLAP_SECONDS)
     if database_backend().sees_open_writes:
-        overlap = min(overlap, CLOCK_MARGIN)
+        overlap = min(overlap, clock_margin())
     return state.scored_through - overlap
 
 

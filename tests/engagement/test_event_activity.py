@@ -5,9 +5,18 @@ from datetime import date, timedelta
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.utils import timezone
 
-from engagement.models import EventActivity, EventRollup, ScoringState, User, UserScore
+from engagement.models import (
+    Account,
+    EventActivity,
+    EventRollup,
+    Membership,
+    ScoringState,
+    User,
+    UserScore,
+)
 from engagement.scoring import workspace_refresh, workspace_refresh_is_due
 from engagement.services import event_activity_purge
 from engagement.tasks import event_activity_purge as event_activity_purge_task
@@ -119,3 +128,32 @@ def test_a_change_committed_after_a_refresh_read_is_scored_by_the_next(
     assert workspace_refresh(workspace_id=acme.workspace.id).mode == "incremental"
     grace = UserScore.objects.get(workspace=acme.workspace, user__tracking_id="grace")
     assert grace.tenure_days == (timezone.now().date() - date(2020, 1, 1)).days
+
+
+@pytest.mark.postgresql
+def test_a_refresh_rereads_only_changes_stamped_within_the_clock_margin(acme, settings):
+    """Where the watermark waits for open transactions, the re-read covers the machines' clock
+    skew (INGESTION_HOSTS_CLOCK_SKEW_MS) and a stamp's lead on its write, no more: a change
+    stamped a second before the watermark was read by the refresh that set it."""
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 30
+    settings.INGESTION_HOSTS_CLOCK_SKEW_MS = 250
+    apply(acme, track("ada", "Login"), track("grace", "Login"), track("linus", "Login"))
+    workspace_refresh(workspace_id=acme.workspace.id)
+    watermark = ScoringState.objects.get(workspace=acme.workspace).scored_through
+    an_hour = timedelta(hours=1)
+    EventActivity.objects.update(applied_at=F("applied_at") - an_hour)
+    User.objects.update(updated_at=F("updated_at") - an_hour)
+    Account.objects.update(updated_at=F("updated_at") - an_hour)
+    Membership.objects.update(created_at=F("created_at") - an_hour)
+    # grace's traits changed on a host whose clock runs 300 ms behind the refresh's; linus's a
+    # second before the watermark, which the refresh read.
+    User.objects.filter(tracking_id="grace").update(
+        traits={"plan": "pro"}, updated_at=watermark - timedelta(milliseconds=300)
+    )
+    User.objects.filter(tracking_id="linus").update(
+        traits={"plan": "pro"}, updated_at=watermark - timedelta(seconds=1)
+    )
+
+    refreshed = workspace_refresh(workspace_id=acme.workspace.id)
+
+    assert (refreshed.mode, refreshed.users) == ("incremental", 1)
