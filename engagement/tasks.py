@@ -57,6 +57,8 @@ def workspace_refresh(workspace_id: int) -> str:
     result = scoring.workspace_refresh(workspace_id=workspace_id)
     if result.mode == "busy":
         scoring.refresh_demand_busy(workspace_id=workspace_id)
+    else:
+        scoring.refresh_demand_after(workspace_id=workspace_id)
     metrics.score_refresh_observed(result, time.perf_counter() - started)
     return result.mode
 
@@ -68,6 +70,10 @@ def workspace_rescore(workspace_id: int) -> str:
         return "gone"
     started = time.perf_counter()
     result = scoring.workspace_rescore(workspace_id=workspace_id)
+    if result.mode == "busy":
+        scoring.refresh_demand_busy(workspace_id=workspace_id)
+    else:
+        scoring.refresh_demand_after(workspace_id=workspace_id)
     metrics.score_refresh_observed(result, time.perf_counter() - started)
     return result.mode
 

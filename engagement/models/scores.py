@@ -63,6 +63,9 @@ class RefreshDemand(models.Model):
         Workspace, on_delete=models.CASCADE, primary_key=True, related_name="refresh_demand"
     )
     queued_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # The queued refresh found the one before it still running: that one sends it as it commits
+    # (refresh_demand_after) rather than leave it to its delayed task.
+    behind_running = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return f"refresh of workspace {self.workspace_id} queued at {self.queued_at}"

@@ -13,6 +13,7 @@
 
 from engagement.scoring.changes import workspace_config_digest, workspace_refresh_is_due
 from engagement.scoring.demand import (
+    refresh_demand_after,
     refresh_demand_busy,
     refresh_demand_note,
     refresh_demand_take,
@@ -38,6 +39,7 @@ __all__ = [
     "RefreshResult",
     "ScoringWindow",
     "percentile_90",
+    "refresh_demand_after",
     "refresh_demand_busy",
     "refresh_demand_note",
     "refresh_demand_take",

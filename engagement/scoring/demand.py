@@ -9,8 +9,8 @@ set) and at most one running (its ScoringState row held, see locks):
   SCORING_REFRESH_DELAY_MS later, so the changes of that while are scored together;
 - a change finds one queued: that refresh will read it, nothing more is sent;
 - the refresh, as it starts, clears the mark (committed before it reads anything), so a change
-  from then on queues the next one; a refresh that finds the previous one still running queues
-  itself again, after about half the previous one's duration.
+  from then on queues the next one; a refresh that finds the previous one still running is
+  queued behind it, and the running one sends it as soon as it ends.
 
 Under a steady stream of changes, refreshes run back to back, each scoring what arrived while the
 one before ran. Beat's sweep (engagement.tasks.scores_refresh_due) catches what a lost broker
@@ -31,6 +31,7 @@ from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from engagement.models import EventActivity, RefreshDemand, ScoringState, Workspace
+from engagement.scoring.locks import workspace_state_free
 
 
 def scores_refresh_soon(*, product_id: int) -> None:
@@ -68,25 +69,41 @@ def refresh_demand_take(*, workspace_id: int) -> datetime | None:
     )
     if queued_at is not None:
         RefreshDemand.objects.filter(workspace_id=workspace_id, queued_at=queued_at).update(
-            queued_at=None
+            queued_at=None, behind_running=False
         )
     return queued_at
 
 
 def refresh_demand_busy(*, workspace_id: int) -> bool:
     """The refresh found the one before it still running, which may have read its data before the
-    changes this one was queued for: queue this one again, after about half the running one's
-    usual duration (SCORING_REFRESH_DELAY_MS at least, 5 s at most). False when another change
-    had queued one meanwhile."""
-    if not _queue_if_none(workspace_id):
-        return False
-    last_ms = (
-        ScoringState.objects.filter(workspace_id=workspace_id)
-        .values_list("last_refresh_ms", flat=True)
-        .first()
+    changes this one was queued for: queue this one behind it, for the running one to send as it
+    commits (refresh_demand_after). Sent here when the running one ended meanwhile (it may have
+    looked before the mark was set); should it die without sending, the sweep sends it again
+    (refresh_demands_stale_requeue). True when it was sent here.
+
+    Until 2026-11-29 it was sent again after half the last refresh's duration instead: after an
+    unusually long refresh (a p90 take over every score row, a cold cache) that left the workers
+    idle for seconds while changes waited (docs/benchmarks.md)."""
+    _queue_if_none(workspace_id)
+    RefreshDemand.objects.filter(workspace_id=workspace_id, queued_at__isnull=False).update(
+        behind_running=True
     )
-    delay = settings.SCORING_REFRESH_DELAY_MS / 1000
-    _send(workspace_id, delay=min(max(delay, (last_ms or 0) / 2000), 5.0))
+    # Marked first, looked second; the running refresh commits first, looks second: one of
+    # the two sees the other.
+    if not workspace_state_free(ScoringState, workspace_id):
+        return False
+    return refresh_demand_after(workspace_id=workspace_id)
+
+
+def refresh_demand_after(*, workspace_id: int) -> bool:
+    """A refresh of the workspace ended: send the refresh queued behind it, if one is (each is
+    sent once: whoever clears the mark's `behind_running` sends it). True when it was sent."""
+    behind = RefreshDemand.objects.filter(
+        workspace_id=workspace_id, queued_at__isnull=False, behind_running=True
+    )
+    if not behind.update(behind_running=False):
+        return False
+    _send(workspace_id, delay=0)
     return True
 
 

@@ -24,3 +24,9 @@ def workspace_state_held(model: type[StateRow], workspace_id: int) -> Iterator[S
             .filter(workspace_id=workspace_id)
             .first()
         )
+
+
+def workspace_state_free(model: type[StateRow], workspace_id: int) -> bool:
+    """Whether no transaction holds the workspace's `model` row now (no run is under way)."""
+    with workspace_state_held(model, workspace_id) as state:
+        return state is not None

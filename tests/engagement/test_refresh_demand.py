@@ -11,7 +11,13 @@ from django.utils import timezone
 
 from engagement import tasks
 from engagement.models import RefreshDemand, ScoringState, User, UserScore
-from engagement.scoring import workspace_refresh, workspaces_to_sweep
+from engagement.refresh_hooks import refresh_hook_register, refresh_hook_unregister
+from engagement.scoring import (
+    refresh_demand_after,
+    refresh_demand_busy,
+    workspace_refresh,
+    workspaces_to_sweep,
+)
 from engagement.services import account_prefixed_traits_replace, product_create
 from tests.conftest import other_session
 from tests.engagement.helpers import apply, erase, track
@@ -177,7 +183,7 @@ def test_an_erasure_queues_the_refresh_that_drops_the_erased_score(
 
 
 @pytest.mark.postgresql
-def test_a_refresh_that_finds_the_last_one_running_queues_itself_again(acme, transactional_db):
+def test_a_refresh_that_finds_the_last_one_running_is_queued_behind_it(acme, transactional_db):
     workspace_refresh(workspace_id=acme.workspace.id)
     RefreshDemand.objects.create(workspace=acme.workspace, queued_at=timezone.now())
 
@@ -187,5 +193,58 @@ def test_a_refresh_that_finds_the_last_one_running_queues_itself_again(acme, tra
             [acme.workspace.id],
         )
         assert tasks.workspace_refresh(acme.workspace.id) == "busy"
-        # Taken as it started, then marked again for the run after the one holding the row.
-        assert queued_at(acme) is not None
+        # Taken as it started, then marked again behind the run holding the row, which sends
+        # it as it ends (nothing is sent meanwhile).
+        demand = RefreshDemand.objects.get(workspace=acme.workspace)
+        assert demand.queued_at is not None
+        assert demand.behind_running
+
+
+@pytest.mark.parametrize("running", ["workspace_refresh", "workspace_rescore"])
+def test_a_refresh_queued_behind_the_running_one_is_sent_as_that_one_ends(
+    acme, eager_tasks, running
+):
+    """Not half the running one's last duration later, as before: after a p90 take over a million
+    score rows that was seconds with both workers idle while changes waited."""
+    apply(acme, track("ada", "Login"))
+
+    def queued_meanwhile(refreshed) -> None:
+        refresh_hook_unregister(queued_meanwhile)  # during the first refresh only
+        # As a refresh that found this one running leaves it (refresh_demand_busy).
+        RefreshDemand.objects.update_or_create(
+            workspace=acme.workspace,
+            defaults={"queued_at": timezone.now(), "behind_running": True},
+        )
+
+    refresh_hook_register(queued_meanwhile)
+    try:
+        assert getattr(tasks, running)(acme.workspace.id) == "full"
+    finally:
+        refresh_hook_unregister(queued_meanwhile)
+
+    assert scored_users(acme) == {"ada"}
+    assert queued_at(acme) is None  # taken by the refresh sent as the first one ended
+
+
+def test_a_busy_refresh_sends_itself_when_the_running_one_ended_before_it_was_marked(
+    acme, eager_tasks
+):
+    """The running one looked for a refresh queued behind it just before this one marked
+    itself: no run holds the state row now, so this one is sent at once."""
+    apply(acme, track("ada", "Login"))
+
+    assert refresh_demand_busy(workspace_id=acme.workspace.id) is True
+
+    assert scored_users(acme) == {"ada"}
+    assert queued_at(acme) is None
+
+
+def test_a_refresh_a_change_queued_is_left_to_its_own_task(acme, eager_tasks):
+    apply(acme, track("ada", "Login"))
+    just_now = timezone.now()
+    RefreshDemand.objects.create(workspace=acme.workspace, queued_at=just_now)
+
+    assert refresh_demand_after(workspace_id=acme.workspace.id) is False
+
+    assert scored_users(acme) == set()
+    assert queued_at(acme) == just_now
