@@ -46,7 +46,8 @@ def scores_refresh_due() -> int:
 @shared_task(ignore_result=True)
 def workspace_refresh(workspace_id: int) -> str:
     """A refresh queued on demand (or by the sweep): incremental, or a full rescore when the day
-    or the settings changed. Found busy, it queues itself again (demand.refresh_demand_busy)."""
+    or the settings changed. Found busy, it is queued behind the running one
+    (demand.refresh_demand_busy)."""
     if not Workspace.objects.filter(id=workspace_id).exists():
         return "gone"
     queued_at = scoring.refresh_demand_take(workspace_id=workspace_id)
@@ -54,13 +55,7 @@ def workspace_refresh(workspace_id: int) -> str:
     if queued_at is not None:
         waited = (timezone.now() - queued_at).total_seconds()
         metrics.SCORE_REFRESH_WAIT_SECONDS.observe(max(waited, 0.0))
-    result = scoring.workspace_refresh(workspace_id=workspace_id)
-    if result.mode == "busy":
-        scoring.refresh_demand_busy(workspace_id=workspace_id)
-    else:
-        scoring.refresh_demand_after(workspace_id=workspace_id)
-    metrics.score_refresh_observed(result, time.perf_counter() - started)
-    return result.mode
+    return _refresh_ended(scoring.workspace_refresh(workspace_id=workspace_id), started)
 
 
 @shared_task(ignore_result=True)
@@ -69,11 +64,16 @@ def workspace_rescore(workspace_id: int) -> str:
     if not Workspace.objects.filter(id=workspace_id).exists():
         return "gone"
     started = time.perf_counter()
-    result = scoring.workspace_rescore(workspace_id=workspace_id)
+    return _refresh_ended(scoring.workspace_rescore(workspace_id=workspace_id), started)
+
+
+def _refresh_ended(result: scoring.RefreshResult, started: float) -> str:
+    """After a refresh or a rescore: one that found another running is queued behind it; one
+    that ran sends the refresh queued behind it, if any; either is timed."""
     if result.mode == "busy":
-        scoring.refresh_demand_busy(workspace_id=workspace_id)
+        scoring.refresh_demand_busy(workspace_id=result.workspace_id)
     else:
-        scoring.refresh_demand_after(workspace_id=workspace_id)
+        scoring.refresh_demand_after(workspace_id=result.workspace_id)
     metrics.score_refresh_observed(result, time.perf_counter() - started)
     return result.mode
 
