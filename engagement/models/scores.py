@@ -65,7 +65,7 @@ class RefreshDemand(models.Model):
     queued_at = models.DateTimeField(null=True, blank=True, db_index=True)
     # The queued refresh found the one before it still running: that one sends it as it commits
     # (refresh_demand_after) rather than leave it to its delayed task.
-    behind_running = models.BooleanField(default=False)
+    behind_running = models.BooleanField(default=False, db_default=False)
 
     def __str__(self) -> str:
         return f"refresh of workspace {self.workspace_id} queued at {self.queued_at}"
