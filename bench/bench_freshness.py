@@ -105,6 +105,7 @@ def production_env(
             "DATABASE_URL": database_url,
             "DATABASE_REPLICA_URL": replica_url,
             "CELERY_BROKER_URL": broker_url,
+            "CACHE_URL": broker_url,  # the shared cache of the README's production setup
             "READ_API_THROTTLE_RATE": "off",
             "STATIC_ROOT": str(static_root),
             "LOG_LEVEL": "WARNING",

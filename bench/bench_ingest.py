@@ -160,6 +160,9 @@ def server_env(settings_module: str = "config.settings") -> dict[str, str]:
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "DATABASE_URL": f"{PG_URL}/{DB_NAME}",
             "CELERY_BROKER_URL": BROKER_URL,
+            # The shared cache, as the README's production setup has it: the door sends a
+            # worker's wake-up only when none waits already (ingestion/wakeups.py).
+            "CACHE_URL": BROKER_URL,
             "STATIC_ROOT": str(static_root),
             "LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(ROOT),
@@ -238,7 +241,10 @@ def clear_kicks() -> None:
     """Drop queued worker kicks from the bench's own Redis db (no worker runs during the bench)."""
     import redis
 
-    redis.Redis.from_url(BROKER_URL).delete("celery")
+    client = redis.Redis.from_url(BROKER_URL)
+    client.delete("celery")
+    for key in client.scan_iter(match="*ingestion:drain-wake-up-pending"):
+        client.delete(key)  # the mark of a wake-up just dropped
 
 
 def ensure_wrk() -> str:

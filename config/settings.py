@@ -305,6 +305,9 @@ if _cache_url:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Whether every process of the installation sees the same cache: only then may one process rely
+# on what another marked there (ingestion/wakeups.py).
+CACHE_SHARED = bool(_cache_url)
 # Requests per API token, "<n>/<second|minute|hour|day>"; "off" turns throttling off (empty: the
 # default, as for every setting).
 READ_API_THROTTLE_RATE = env_rate("READ_API_THROTTLE_RATE", "1200/minute")

@@ -24,6 +24,7 @@ from ingestion.acceptance import Accepted, RequestError, messages_json
 from ingestion.backends import ingestion_backend
 from ingestion.models import AcceptedRequest
 from ingestion.pg_copy import copy_rows
+from ingestion.wakeups import wake_up_claim, wake_up_withdrawn
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,8 @@ def backlog_size(*, max_age: float = _BACKLOG_CHECK_SECONDS) -> int:
 
 
 def kick_worker() -> None:
-    """Ask a worker to drain now. Losing this message loses nothing: the sweep drains too.
+    """Ask a worker to drain now, unless a request to do so is already waiting for one
+    (ingestion.wakeups). Losing this message loses nothing: the sweep drains too.
 
     Called after the requests it is for are committed; the task carries the time it was queued
     (this machine's clock), so a worker that has since drained the store skips it without a
@@ -63,9 +65,12 @@ def kick_worker() -> None:
     """
     from ingestion.tasks import drain_accepted_requests
 
+    if not wake_up_claim():
+        return  # one is queued and not yet taken: its drain will claim these requests
     try:
         drain_accepted_requests.apply_async(kwargs={"queued_at": time.time()}, retry=False)
     except Exception:  # the broker being down must not fail a request that is already stored
+        wake_up_withdrawn()
         logger.warning("could not reach the broker; the periodic sweep will apply the backlog")
 
 

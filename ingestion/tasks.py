@@ -10,6 +10,7 @@ from ingestion import tally
 from ingestion.services.dedup import seen_messages_purge
 from ingestion.services.drain import DrainResult, accepted_requests_drain_for
 from ingestion.services.drops import drops_purge
+from ingestion.wakeups import wake_up_taken
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +57,16 @@ def drain_accepted_requests(queued_at: float | None = None) -> int:
     this process began a drain that caught up returns at once, without a query: that drain
     claimed everything the task was queued for. So a worker back from an outage, with a task
     per request waiting for it, drains the backlog in a few transactions, then skips the rest.
-    A task without `queued_at` (queued before this argument existed) always drains.
+    A task without `queued_at` (queued before this argument existed) always drains, and so
+    does one that finds the wake-up mark (ingestion.wakeups): a web process may have sent no
+    task of its own for requests committed after that drain, relying on this one.
     """
-    if queued_at is not None and queued_at < _caught_up_from - _clock_margin_seconds():
+    relied_on = wake_up_taken()
+    if (
+        not relied_on
+        and queued_at is not None
+        and queued_at < _caught_up_from - _clock_margin_seconds()
+    ):
         return 0
     result, more = _drain()
     if more:

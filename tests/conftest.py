@@ -1,6 +1,7 @@
 """Named actors shared by every test: Acme (a product with a key and a token) and Globex."""
 
 import json
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -177,6 +178,24 @@ def other_session():
         dbname=settings["NAME"],
     ) as session:
         yield session
+
+
+@pytest.fixture
+def shared_redis_cache(settings):
+    """The production setup: a cache every process shares (CACHE_URL), in the suite's Redis,
+    isolated by a prefix."""
+    broker = settings.CELERY_BROKER_URL
+    location = broker if broker.startswith("redis://") else "redis://127.0.0.1:6379/0"
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": location,
+            "KEY_PREFIX": f"test-{uuid.uuid4().hex}",
+        }
+    }
+    settings.CACHE_SHARED = True
+    # No cache.clear() here: on Redis it is FLUSHDB, and this Redis is also the broker. The
+    # prefixed keys expire with their window.
 
 
 @pytest.fixture

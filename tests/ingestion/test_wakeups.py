@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from engagement.models import Event
-from ingestion import tasks
+from ingestion import tasks, wakeups
 from ingestion.models import AcceptedRequest
 from ingestion.services import drain as drain_module
 from ingestion.store import kick_worker
@@ -196,3 +196,93 @@ def test_the_sweep_catching_up_makes_older_tasks_pointless(
     assert tasks.drain_accepted_requests(queued_at=queued_at) == 0
 
     assert len(drains) == 1
+
+
+# --- One wake-up waiting is enough (ingestion.wakeups), where the cache is shared -----------
+
+
+def test_without_a_shared_cache_every_wake_up_is_sent(queued, settings):
+    settings.CACHE_SHARED = False
+
+    kick_worker()
+    kick_worker()
+
+    assert len(queued) == 2
+
+
+@pytest.mark.usefixtures("shared_redis_cache")
+def test_a_wake_up_waiting_for_a_worker_is_not_sent_again_until_one_takes_it(db, queued):
+    kick_worker()  # one web process
+    kick_worker()  # another, or the same one 50 ms later
+    assert len(queued) == 1
+
+    [(_, kwargs)] = queued
+    tasks.drain_accepted_requests(**kwargs)  # a worker takes it
+    kick_worker()
+
+    assert len(queued) == 2
+
+
+@pytest.mark.usefixtures("shared_redis_cache")
+def test_a_worker_that_takes_a_relied_on_wake_up_drains_even_after_a_later_drain(
+    acme, post_json, drains, queued, monkeypatch
+):
+    """A wake-up queued before the worker's latest drain began would be skipped; but a web
+    process that found it waiting sent none for the requests it committed after that drain, so
+    the worker drains when it takes it."""
+    kick_worker()
+    [(_, waiting)] = queued
+    monkeypatch.setattr(tasks, "_caught_up_from", time.time() + OUTAGE_SECONDS)  # a drain since
+    post_json("/v2/track", {"userId": "usr_ann", "event": "A"}, auth=acme.basic)
+    kick_worker()  # after that request's commit: finds the wake-up waiting
+    assert len(queued) == 1
+
+    assert tasks.drain_accepted_requests(**waiting) == 1
+
+    assert Event.objects.count() == 1
+
+
+@pytest.mark.usefixtures("shared_redis_cache")
+def test_a_wake_up_the_broker_refused_does_not_hold_back_the_next(monkeypatch, queued):
+    def broker_down(*args, **kwargs):
+        raise ConnectionError("broker unavailable")
+
+    with monkeypatch.context() as down:
+        down.setattr(tasks.drain_accepted_requests, "apply_async", broker_down)
+        kick_worker()
+    assert queued == []
+
+    kick_worker()  # the broker is back
+
+    assert len(queued) == 1
+
+
+@pytest.mark.usefixtures("shared_redis_cache")
+def test_a_lost_wake_up_holds_back_the_next_for_a_second_at_most(queued):
+    kick_worker()  # the broker loses it: no worker ever takes it
+    kick_worker()
+    assert len(queued) == 1
+
+    time.sleep(wakeups.PENDING_SECONDS + 0.1)
+    kick_worker()
+
+    assert len(queued) == 2
+
+
+@pytest.mark.usefixtures("shared_redis_cache")
+def test_a_cache_that_cannot_be_reached_sends_every_wake_up_and_drains_every_task(
+    acme, post_json, drains, queued, settings, monkeypatch
+):
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens there
+        }
+    }
+    kick_worker()
+    kick_worker()
+    assert len(queued) == 2
+
+    monkeypatch.setattr(tasks, "_caught_up_from", time.time() + OUTAGE_SECONDS)
+    post_json("/v2/track", {"userId": "usr_ann", "event": "A"}, auth=acme.basic)
+    assert tasks.drain_accepted_requests(**queued[0][1]) == 1

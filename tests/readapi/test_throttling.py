@@ -1,7 +1,5 @@
 """Requests are throttled per token: 429 with Retry-After and the one error body."""
 
-import uuid
-
 import pytest
 
 
@@ -54,22 +52,6 @@ def test_a_cache_outage_does_not_fail_reads(settings, read, acme, monkeypatch):
     monkeypatch.setattr("readapi.throttling.cache.add", cache_down)
     for _ in range(5):
         assert read(acme, "/v2/workspaces").status_code == 200
-
-
-@pytest.fixture
-def shared_redis_cache(settings):
-    """The production setup: throttle counts in Redis (the suite's Redis), isolated by a prefix."""
-    broker = settings.CELERY_BROKER_URL
-    location = broker if broker.startswith("redis://") else "redis://127.0.0.1:6379/0"
-    settings.CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": location,
-            "KEY_PREFIX": f"test-{uuid.uuid4().hex}",
-        }
-    }
-    # No cache.clear() here: on Redis it is FLUSHDB, and this Redis is also the broker. The
-    # prefixed keys expire with their window.
 
 
 @pytest.mark.usefixtures("three_per_minute", "shared_redis_cache")
