@@ -225,9 +225,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Fail the run, not a test at random, if the grouping above stops reaching xdist's
-    scheduler (it reads the group from a suffix xdist appends to each node id: pytest 9.2 ignores
-    it, pytest-dev/pytest-xdist#1386)."""
+    """Refuse a run whose tests cannot pass where they would run (below); and fail the run, not
+    a test at random, if the grouping above stops reaching xdist's scheduler (it reads the group
+    from a suffix xdist appends to each node id: pytest 9.2 ignores it,
+    pytest-dev/pytest-xdist#1386)."""
+    missing = services_missing(session.items)
+    if missing:
+        raise pytest.UsageError(missing)
     if not getattr(session.config.option, "loadgroup", False):
         return
     ungrouped = [
@@ -240,6 +244,43 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             f"--dist loadgroup is not grouping the e2e tests (e.g. {ungrouped[0]}): "
             "check the pytest and pytest-xdist versions"
         )
+
+
+def services_missing(items: list[pytest.Item]) -> str:
+    """Why the selected tests cannot run here, or "". Plain `pytest` runs on the embedded
+    defaults (SQLite, the file broker): tests marked `postgresql` fail there on SQL that SQLite
+    lacks, and the `e2e` ones (real servers and workers) are run only against PostgreSQL and a
+    real broker, the services `make test` points them at; without one they error or time out."""
+    from django.conf import settings
+
+    def selected(*markers: str) -> list[str]:
+        return [
+            item.nodeid
+            for item in items
+            if any(item.get_closest_marker(marker) for marker in markers)
+        ]
+
+    missing = []
+    if connection.vendor != "postgresql":
+        missing.append("PostgreSQL (DATABASE_URL is not set: the run would use SQLite)")
+        needing = selected("postgresql", "e2e")
+    else:
+        needing = []
+    broker = settings.CELERY_BROKER_URL
+    if broker.split(":", 1)[0] not in ("redis", "amqp", "pyamqp"):
+        needing_broker = selected("e2e")
+        if needing_broker:
+            missing.append(f"a real broker (CELERY_BROKER_URL is {broker!r})")
+            needing = needing or needing_broker
+    if not needing:
+        return ""
+    return (
+        f"{len(needing)} selected tests (e.g. {needing[0]}) need "
+        f"{' and '.join(missing)}. `make test` sets both; for a few tests: "
+        "DATABASE_URL=postgres://postgres@127.0.0.1:5432/eds "
+        "CELERY_BROKER_URL=redis://127.0.0.1:6379/0 .venv/bin/pytest <paths>; "
+        "or leave them out: -m 'not postgresql and not e2e'."
+    )
 
 
 @pytest.fixture(autouse=True)
