@@ -5,6 +5,7 @@ An empty value means "use the default", for every reader: `.env.example` loaded 
 and those must behave exactly as if they were not set at all.
 """
 
+import math
 import os
 from pathlib import Path
 
@@ -71,6 +72,21 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
         value = int(raw)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from exc
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    raw = _raw(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from exc
+    if not math.isfinite(value):
+        raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
     return value

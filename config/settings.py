@@ -16,6 +16,7 @@ from config.database import databases_from_env
 from config.env import (
     check_static_root,
     env_bool,
+    env_float,
     env_int,
     env_int_list,
     env_list,
@@ -254,6 +255,9 @@ SCORING_P90_SECONDS = env_int("SCORING_P90_SECONDS", 60, minimum=0)
 SCORING_P90_EXACT_USERS = env_int("SCORING_P90_EXACT_USERS", 100_000, minimum=0)
 # PostgreSQL work_mem for a refresh's aggregations (SET LOCAL: this transaction only).
 SCORING_WORK_MEM_MB = env_int("SCORING_WORK_MEM_MB", 256, minimum=4)
+# PostgreSQL random_page_cost for an incremental refresh (SET LOCAL); 0 keeps the server's. The
+# rows it reads by index were just touched and sit in memory (docs/scoring.md).
+SCORING_RANDOM_PAGE_COST = env_float("SCORING_RANDOM_PAGE_COST", 1.1, minimum=0)
 # PostgreSQL: a full rescore and a history build compute their accounts on a second connection,
 # beside the users (engagement/scoring/alongside.py); off, one connection.
 SCORING_ACCOUNTS_ALONGSIDE = env_bool("SCORING_ACCOUNTS_ALONGSIDE", True)

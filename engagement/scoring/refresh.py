@@ -286,6 +286,7 @@ def _rescore_changed(run: ScoringRun, *, since: datetime) -> tuple[int, int] | N
     """Recompute what changed since `since`; None when nothing did (and p90 does not lag)."""
     if not load_changed(run, since=since) and not p90_lags(run.state, run.now):
         return None
+    run.changes_start()
     run.load_weights()
     if run.filtered:
         run.load_matching_accounts()

@@ -294,6 +294,19 @@ class ScoringRun(WorkspaceRun):
         self.is_full = False
         self.everyone = False
 
+    def changes_start(self) -> None:
+        """What an incremental refresh sets before it reads the changed subjects' rows: the
+        planner's price of a page read at random (`SCORING_RANDOM_PAGE_COST`, this transaction
+        only; 0 keeps the server's). Those rollups and score rows were just written by the
+        drain and the refresh before, so they are in memory, where a random read costs about
+        what a sequential one does. At PostgreSQL's default of 4, 5,000 changed accounts of a
+        hundred thousand had their rollups read by scanning all ten million (1.3 s) rather than
+        their half million by index (0.7 s). A full rescore reads everything and keeps the
+        server's price: at 1.1 it took 6-9% longer (docs/benchmarks.md, 2026-11-29)."""
+        cost = settings.SCORING_RANDOM_PAGE_COST
+        if cost:
+            self.backend.job_settings(self.cursor, [f"random_page_cost = {cost!r}"])
+
     def full_rescore_start(self) -> None:
         """What a full rescore loads before aggregating: the weights, the lineage and, with an
         account filter, the accounts and users in scope."""

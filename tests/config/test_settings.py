@@ -67,6 +67,30 @@ def test_a_malformed_setting_fails_loudly():
     assert "INGESTION_MAX_BODY_BYTES must be an integer" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("cheap", "SCORING_RANDOM_PAGE_COST must be a number, got 'cheap'"),
+        ("nan", "SCORING_RANDOM_PAGE_COST must be a finite number, got 'nan'"),
+        ("-1", "SCORING_RANDOM_PAGE_COST must be at least 0, got -1.0"),
+    ],
+)
+def test_a_malformed_number_fails_loudly(value, message):
+    result = load_settings({"SCORING_RANDOM_PAGE_COST": value})
+
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_a_number_setting_reads_decimals():
+    result = load_settings(
+        {"SCORING_RANDOM_PAGE_COST": "1.5"}, show="print(settings.SCORING_RANDOM_PAGE_COST)"
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "1.5"
+
+
 def test_the_embedded_default_needs_no_server(tmp_path):
     result = load_settings({"DATA_DIR": str(tmp_path)})
 
