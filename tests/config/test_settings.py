@@ -70,7 +70,7 @@ def test_a_malformed_setting_fails_loudly():
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("cheap", "SCORING_RANDOM_PAGE_COST must be a number, got 'cheap'"),
+        ("cheap", "SCORING_RANDOM_PAGE_COST must be a finite number, got 'cheap'"),
         ("nan", "SCORING_RANDOM_PAGE_COST must be a finite number, got 'nan'"),
         ("-1", "SCORING_RANDOM_PAGE_COST must be at least 0, got -1.0"),
     ],
