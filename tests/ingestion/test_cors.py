@@ -104,7 +104,8 @@ def test_over_the_key_rate_limit_is_a_429_with_retry_after(acme, api_client, set
     settings.INGESTION_KEY_RATE_LIMIT = "2/minute"
     cache.clear()
     # The count is kept per fixed minute: three requests across a minute's end would count in
-    # two windows (a CI run once saw 200, 200, 200). The rule's clock reads 20 s into a minute.
+    # two windows (the likeliest reading of a CI run's 200, 200, 200). The rule's clock reads 20 s
+    # into a minute.
     twenty_seconds_in = (time.time() // 60) * 60 + 20
     monkeypatch.setattr(
         key_checks,
