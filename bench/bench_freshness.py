@@ -155,7 +155,7 @@ from django.conf import settings
 from ingestion import writer
 sweep = settings.CELERY_BEAT_SCHEDULE["ingestion-sweep"]["schedule"]
 print(json.dumps({"drain_batch": settings.INGESTION_DRAIN_BATCH,
-                  "kick_interval": writer.KICK_INTERVAL_SECONDS,
+                  "kick_interval": settings.INGESTION_WAKE_UP_MS / 1000,
                   "gather": writer.GATHER_SECONDS, "sweep": sweep}))
 """
 
@@ -699,7 +699,7 @@ def report(
     print(
         f"worker drain: celery worker --concurrency {args.worker_concurrency} (prefork) + beat; "
         f"INGESTION_DRAIN_BATCH={settings['drain_batch']}, a kick per web process at most every "
-        f"{settings['kick_interval'] * 1000:.0f} ms (ingestion.writer.KICK_INTERVAL_SECONDS), "
+        f"{settings['kick_interval'] * 1000:.0f} ms (INGESTION_WAKE_UP_MS), "
         f"sweep every {settings['sweep']:.0f} s; group commit window at most "
         f"{settings['gather'] * 1000:.0f} ms"
     )

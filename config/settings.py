@@ -206,6 +206,13 @@ INGESTION_RETRY_AFTER_SECONDS = env_int("INGESTION_RETRY_AFTER_SECONDS", 5, mini
 INGESTION_DRAIN_BATCH = env_int(
     "INGESTION_DRAIN_BATCH", 40_000 if _database_url else 10_000, minimum=1
 )
+# A web process wakes a worker to drain at most this often (ms) while it stores requests; the
+# requests of the interval share one drain. Each drain has a fixed cost (claims, staging, the
+# score refresh it queues), and at 50 ms a steady stream ran many small drains that took the
+# CPU the door and the refresh needed: at 310 messages a second, 200 ms gave event to score
+# p95 1.27-1.29 s against 1.66-1.68, door p99 22-24 ms against 35-37, the machine 1.77 cores
+# busy against 1.96 (docs/benchmarks.md, 2026-11-29).
+INGESTION_WAKE_UP_MS = env_int("INGESTION_WAKE_UP_MS", 200, minimum=1)
 # Database connections a worker drains a backlog on at once (PostgreSQL; SQLite takes one writer).
 INGESTION_DRAIN_CONNECTIONS = env_int("INGESTION_DRAIN_CONNECTIONS", 2, minimum=1)
 INGESTION_DROP_RETENTION_DAYS = env_int("INGESTION_DROP_RETENTION_DAYS", 30, minimum=1)

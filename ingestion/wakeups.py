@@ -1,7 +1,7 @@
 """Coalescing the door's wake-ups of the drain: one waiting in the broker is enough.
 
 Every web process wakes a worker (a `drain_accepted_requests` task) at most every
-KICK_INTERVAL_SECONDS while it stores requests (ingestion/writer.py). With no worker free to take
+INGESTION_WAKE_UP_MS while it stores requests (ingestion/writer.py). With no worker free to take
 them, or none running, those wake-ups pile up in the broker, and each one costs its web process
 a Celery publish: 1.4 ms of CPU on a thread that holds the interpreter's lock meanwhile, about a
 tenth of the door's own CPU under load (docs/benchmarks.md, "The door and its two yardsticks").

@@ -63,9 +63,6 @@ GATHER_SECONDS = 0.001
 # The fewest waiting requests that let a write go before the window ends (see _gather).
 MIN_GROUP = 2
 MAX_BATCH_ENTRIES = 2000
-# A worker is woken at most this often per web process; a wake-up asked for in between is sent
-# at the end of the interval, so no batch waits for the periodic sweep.
-KICK_INTERVAL_SECONDS = 0.05
 # While the backlog last counted holds at least a drain's batch (INGESTION_DRAIN_BATCH), a drain
 # under way claims full batches and carries on by itself until less than that is left (or no
 # worker runs at all): another wake-up only queues a task behind it, at a millisecond of the
@@ -133,7 +130,7 @@ class GroupCommitWriter:
         *,
         gather_seconds: float = GATHER_SECONDS,
         max_batch_entries: int = MAX_BATCH_ENTRIES,
-        kick_interval_seconds: float = KICK_INTERVAL_SECONDS,
+        kick_interval_seconds: float | None = None,
         write_deadline_seconds: float = WRITE_DEADLINE_SECONDS,
     ) -> None:
         self.gather_seconds = gather_seconds
@@ -141,7 +138,14 @@ class GroupCommitWriter:
         # Writes given up at their deadline, still ending (closed once they have).
         self._abandoned: set[asyncio.Task] = set()
         self.max_batch_entries = max_batch_entries
-        self.kick_interval_seconds = kick_interval_seconds
+        # A worker is woken at most this often per web process (INGESTION_WAKE_UP_MS); a
+        # wake-up asked for in between is sent at the end of the interval, so no batch waits
+        # for the periodic sweep.
+        self.kick_interval_seconds = (
+            settings.INGESTION_WAKE_UP_MS / 1000
+            if kick_interval_seconds is None
+            else kick_interval_seconds
+        )
         # Requests waiting to be written, oldest first, so also in the order of their deadlines.
         self._pending: deque[Waiting] = deque()
         # The requests taken off `_pending` for the write under way (or written one by one).

@@ -58,6 +58,17 @@ def test_writes_within_an_interval_share_one_wake_up_at_its_end(transactional_db
     assert kicks[1] - kicks[0] >= 0.29
 
 
+def test_the_interval_is_ingestion_wake_up_ms_unless_given(transactional_db, kicks, settings):
+    settings.INGESTION_WAKE_UP_MS = 300
+    writer = GroupCommitWriter(gather_seconds=0.001)
+
+    _store_one_after_another(writer, pause=0.05, then=0.5)
+
+    # As with 300 ms given: the first write's at once, the next two's together at its end.
+    assert len(kicks) == 2
+    assert kicks[1] - kicks[0] >= 0.29
+
+
 def test_a_backlog_of_a_drains_batch_spaces_wake_ups_a_second_apart(
     transactional_db, kicks, monkeypatch, settings
 ):
