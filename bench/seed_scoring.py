@@ -45,9 +45,10 @@ def log(message: str) -> None:
 
 
 def marker() -> str:
-    # "rollups ordered": the layout of the rollups (see seed); a database seeded before it is
-    # seeded again.
-    return f"bench-scoring {datetime.now(UTC).date().isoformat()} users={USERS} rollups ordered"
+    # "rollups ordered by account": the layout of the rollups (see seed); a database seeded
+    # before it is seeded again.
+    date = datetime.now(UTC).date().isoformat()
+    return f"bench-scoring {date} users={USERS} rollups ordered by account"
 
 
 def _server() -> psycopg.Connection:
@@ -247,10 +248,10 @@ def seed() -> dict:
 
 def _past_days_ordered(conn: psycopg.Connection) -> None:
     """What an installation's rollups look like once the hourly job has run: the days that
-    ended stored again in user order by that job itself (engagement.services.
+    ended stored again by account and user by that job itself (engagement.services.
     event_rollups_order), today's as the drain left them; then the space the moved rows left
     reclaimed, as autovacuum reclaims it for the next days' rows (this image runs without)."""
-    log("past days' rollups stored again in user order (the hourly job)")
+    log("past days' rollups stored again by account and user (the hourly job)")
     code = (
         "import django; django.setup(); "
         "from engagement.services import event_rollups_order; print(event_rollups_order())"

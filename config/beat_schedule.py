@@ -14,7 +14,7 @@ def beat_schedule(*, sweep_seconds: int, refresh_seconds: int) -> dict[str, dict
         "ingestion-purge-drops": _every(_HOURLY, "ingestion.tasks.purge_old_drops"),
         "ingestion-purge-seen-messages": _every(_HOURLY, "ingestion.tasks.purge_seen_messages"),
         "events-partitions-maintain": _every(_HOURLY, "engagement.tasks.event_partitions_maintain"),
-        # The rollups of the days that ended, stored again in user order (docs/scoring.md).
+        # The rollups of the days that ended, stored again by account, then user (docs/scoring.md).
         "events-rollups-order": _every(_HOURLY, "engagement.tasks.event_rollups_order"),
         # The overview's events per day: each stored batch appends tallies, folded here.
         "events-tallies-compact": _every(_HOURLY, "engagement.tasks.event_tallies_compact"),

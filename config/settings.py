@@ -271,8 +271,8 @@ SCORING_ACCOUNTS_ALONGSIDE = env_bool("SCORING_ACCOUNTS_ALONGSIDE", True)
 # Raw events older than this are deleted (whole daily partitions on PostgreSQL); the daily
 # rollups that scores read are kept.
 EVENTS_RETENTION_DAYS = env_int("EVENTS_RETENTION_DAYS", 90, minimum=1)
-# PostgreSQL: each hourly run stores at most this many ended days of a product's rollups again in
-# user order (docs/scoring.md); a new install's earlier days are caught up over a few runs.
+# PostgreSQL: each hourly run stores at most this many ended days of a product's rollups again by
+# account, then user (docs/scoring.md); a new install's earlier days are caught up over a few runs.
 ROLLUPS_ORDER_DAYS_PER_RUN = env_int("ROLLUPS_ORDER_DAYS_PER_RUN", 3, minimum=1)
 # Segment joins and leaves (the segment page's chart) older than this many days are deleted.
 SEGMENT_CHANGES_RETENTION_DAYS = env_int("SEGMENT_CHANGES_RETENTION_DAYS", 400, minimum=1)

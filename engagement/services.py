@@ -383,8 +383,9 @@ def event_partitions_maintain(*, today: date | None = None) -> dict[str, int]:
 
 
 def event_rollups_order(*, today: date | None = None) -> dict[str, int]:
-    """The rollups of the days that ended stored again in user order, a few days per product
-    per run (event_store.rollups_order_past_days): what a full rescore and the history read."""
+    """The rollups of the days that ended stored again by account, then user, a few days per
+    product per run (event_store.rollups_order_past_days): what a refresh, a full rescore and
+    the history read."""
     return event_store.rollups_order_past_days(
         today=today or timezone.now().astimezone(UTC).date(),
         days_per_product=settings.ROLLUPS_ORDER_DAYS_PER_RUN,

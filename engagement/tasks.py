@@ -114,7 +114,7 @@ def event_partitions_maintain() -> dict[str, int]:
 
 @shared_task(ignore_result=True)
 def event_rollups_order() -> dict[str, int]:
-    """Periodic (hourly): the rollups of the days that ended stored again in user order."""
+    """Periodic (hourly): the rollups of the days that ended stored again by account and user."""
     return services.event_rollups_order()
 
 

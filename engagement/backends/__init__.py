@@ -107,10 +107,11 @@ class DatabaseBackend:
         return False
 
     def rollups_order(self, product_id: int, day: date) -> int | None:
-        """Store the product's rollups of `day`, a day that has ended, again in user order, so
-        that a job reading a range of users finds them on few pages; returns the rows moved,
-        or None when writers held the rollups too long (the day is left to a later try). Rows
-        keep every value, their id included. Where the database keeps rows in the order they
+        """Store the product's rollups of `day`, a day that has ended, again by account, then
+        user, so that a refresh reading an account's rollups, or a job reading a range of
+        users, finds them on few pages; returns the rows moved, or None when writers held the
+        rollups too long (the day is left to a later try). Rows keep every value, their id
+        included. Where the database keeps rows in the order they
         came anyway and its jobs read few (SQLite, the embedded mode), nothing is done."""
         return 0
 

@@ -203,19 +203,25 @@ class PostgresBackend(DatabaseBackend):
         # The drain stores a day's rollups as its batches come, the users in no order, so every
         # page holds users from all over: each of a full rescore's user ranges read nearly every
         # page of the window for a few rows on each (docs/benchmarks.md, 2026-11-27 night).
-        # Stored again in user order, a range of users is a run of pages.
+        # Stored again by account, and within an account by user, an account's rows of the day
+        # share a page or two (an incremental refresh reads a changed account's rollups through
+        # the account index: one page per user and day in user order, 2-2.5 times slower), and
+        # a user's rows stay side by side within its account.
         # PostgreSQL moves a row only by deleting it and inserting it again, so each chunk of
-        # users is moved under a lock that waits for the rollups' writers and holds them off
+        # rows is moved under a lock that waits for the rollups' writers and holds them off
         # (readers go on): a statement that deletes or copies rows by plain DML (an erasure, an
         # alias merge) would otherwise miss a row moved beside it. Chunks keep that wait short;
         # a writer holding the table longer than _ORDER_LOCK_TIMEOUT leaves the day to later.
         table = EventRollup._meta.db_table
         with connection.cursor() as cursor:
-            # The day's rows, and the user that starts each chunk after the first.
+            # The day's rows, and the (account, user) that starts each chunk after the first:
+            # a chunk holds whole users' rows within an account, read by rollup_day_account_idx.
             cursor.execute(
                 f"""
-                SELECT count(*), array_agg(DISTINCT user_id) FILTER (WHERE n %% %s = 0)
-                FROM (SELECT user_id, row_number() OVER (ORDER BY user_id) AS n
+                SELECT count(*), array_agg(DISTINCT ARRAY[account_key, user_id])
+                    FILTER (WHERE n %% %s = 0)
+                FROM (SELECT account_key, user_id,
+                          row_number() OVER (ORDER BY account_key, user_id) AS n
                       FROM {table} WHERE product_id = %s AND day = %s) AS numbered
                 """,
                 [_ORDER_CHUNK_ROWS, product_id, day],
@@ -223,7 +229,8 @@ class PostgresBackend(DatabaseBackend):
             rows, starts = cursor.fetchone()
         if not rows:
             return 0
-        bounds: list[int | None] = [None, *sorted(starts or []), None]
+        firsts = sorted((account, user) for account, user in starts or [])
+        bounds: list[_RollupKey | None] = [None, *firsts, None]
         moved = 0
         for low, high in zip(bounds, bounds[1:], strict=False):
             try:
@@ -266,18 +273,25 @@ class PostgresBackend(DatabaseBackend):
         pg_scoring.history_stretches_spread(builder, kind, stretches)
 
 
-def _rollups_chunk_order(product_id: int, day: date, low: int | None, high: int | None) -> int:
-    """Move the rollups of `day` of the users from `low` (included) to `high` (excluded), None
-    for no bound, to the end of the table in user order; the rows moved."""
+# Where a day's rollups are stored once ordered: (account_key, user_id).
+_RollupKey = tuple[int, int]
+
+
+def _rollups_chunk_order(
+    product_id: int, day: date, low: _RollupKey | None, high: _RollupKey | None
+) -> int:
+    """Move the rollups of `day` from (account, user) `low` (included) to `high` (excluded),
+    None for no bound, to the end of the table in account, user and event order; the rows
+    moved."""
     table = EventRollup._meta.db_table
     # A concrete field has a column.
     columns = ", ".join(f.column for f in EventRollup._meta.concrete_fields if f.column)
-    users = ""
+    within = ""
     params: list[int | date] = [product_id, day]
     if low is not None:
-        users, params = users + " AND user_id >= %s", [*params, low]
+        within, params = within + " AND (account_key, user_id) >= (%s, %s)", [*params, *low]
     if high is not None:
-        users, params = users + " AND user_id < %s", [*params, high]
+        within, params = within + " AND (account_key, user_id) < (%s, %s)", [*params, *high]
     with connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL lock_timeout = '{_ORDER_LOCK_TIMEOUT}'")
         cursor.execute(f"LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE")
@@ -285,10 +299,10 @@ def _rollups_chunk_order(product_id: int, day: date, low: int | None, high: int 
         cursor.execute(
             f"""
             WITH moved AS (
-                DELETE FROM {table} WHERE product_id = %s AND day = %s {users}
+                DELETE FROM {table} WHERE product_id = %s AND day = %s {within}
                 RETURNING {columns})
             INSERT INTO {table} ({columns})
-            SELECT {columns} FROM moved ORDER BY user_id, event_name, account_key
+            SELECT {columns} FROM moved ORDER BY account_key, user_id, event_name
             """,
             params,
         )

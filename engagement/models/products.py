@@ -11,7 +11,7 @@ class Product(models.Model):
 
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
-    # The last past day whose rollups were stored again in user order (event_store.
+    # The last past day whose rollups were stored again by account and user (event_store.
     # rollups_order_past_days); None before the first.
     rollups_ordered_through = models.DateField(null=True, blank=True, editable=False)
 
