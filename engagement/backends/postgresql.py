@@ -200,13 +200,12 @@ class PostgresBackend(DatabaseBackend):
             return True
 
     def rollups_order(self, product_id: int, day: date) -> int | None:
-        # The drain stores a day's rollups as its batches come, the users in no order, so every
-        # page holds users from all over: each of a full rescore's user ranges read nearly every
-        # page of the window for a few rows on each (docs/benchmarks.md, 2026-11-27 night).
-        # Stored again by account, and within an account by user, an account's rows of the day
-        # share a page or two (an incremental refresh reads a changed account's rollups through
-        # the account index: one page per user and day in user order, 2-2.5 times slower), and
-        # a user's rows stay side by side within its account.
+        # The drain stores a day's rollups as its batches come, in no order. Stored again by
+        # account, and within an account by user, an account's rows of the day share a page or
+        # two: an incremental refresh reads each changed account's rollups through the account
+        # index, 2.3-2.8 times slower at one page per user and day (user order; docs/
+        # benchmarks.md, "Ended days stored by account"). A user's rows stay side by side within
+        # its account; a full rescore's ranges of users read every account's pages (scoring.md).
         # PostgreSQL moves a row only by deleting it and inserting it again, so each chunk of
         # rows is moved under a lock that waits for the rollups' writers and holds them off
         # (readers go on): a statement that deletes or copies rows by plain DML (an erasure, an
