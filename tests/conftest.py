@@ -55,6 +55,20 @@ def globex(db) -> Tenant:
     return make_tenant("Globex")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _live_server_without_nagle() -> Iterator[None]:
+    """Django's live server (pytest-django's `live_server`, the pages the browser tests load)
+    sends a response's headers and its body apart; with Nagle's algorithm on, the body waits for
+    the client's delayed ACK of the headers, 40 ms on Linux: 44 ms a request, where the service's
+    own server (uvicorn on uvloop) answers in under a millisecond. socketserver turns Nagle off
+    per connection when its handler asks."""
+    from django.test.testcases import QuietWSGIRequestHandler
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(QuietWSGIRequestHandler, "disable_nagle_algorithm", True)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _known_event_names_restored():
     """The process's cache of event names already stored (engagement.event_store) as each test

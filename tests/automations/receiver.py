@@ -35,6 +35,10 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            # The answer's body follows its headers in a send of its own: with Nagle's
+            # algorithm it would wait 40 ms for the sender's delayed ACK.
+            disable_nagle_algorithm = True
+
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 length = int(self.headers.get("Content-Length", 0))
                 body = self.rfile.read(length)

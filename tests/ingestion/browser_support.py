@@ -47,6 +47,10 @@ def analytics_next_umd() -> Path:
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
+    # A file follows its headers in a send of its own: with Nagle's algorithm it would wait
+    # 40 ms for the browser's delayed ACK.
+    disable_nagle_algorithm = True
+
     def log_message(self, format, *args):  # noqa: A002 - the base class's name
         pass
 

@@ -4,7 +4,6 @@ tiny HTTP client that shows exactly what a client would see."""
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import json
 import socket
@@ -74,8 +73,11 @@ class AsgiDoor:
             self.app, loop="uvloop", http="httptools", lifespan="on", log_level="warning"
         )
         self.server = uvicorn.Server(config)
+        # Server.run, not asyncio.run(serve()): it runs the configured loop (uvloop), as the
+        # production command does. On asyncio's own loop these sockets kept Nagle's algorithm,
+        # and every answer's body waited 40 ms for the client's delayed ACK of its headers.
         self.thread = threading.Thread(
-            target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])), daemon=True
+            target=lambda: self.server.run(sockets=[self.sock]), daemon=True
         )
 
     def start(self) -> AsgiDoor:
