@@ -56,6 +56,18 @@ def globex(db) -> Tenant:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing() -> Iterator[None]:
+    """Django's documented advice for tests: a fast password hasher. The production one (PBKDF2,
+    a million iterations) spends 0.2-0.4 s of CPU on every password set or checked, and a few
+    hundred tests create or sign in a user. Processes a test starts (servers, workers, commands)
+    keep the production hasher."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _live_server_without_nagle() -> Iterator[None]:
     """Django's live server (pytest-django's `live_server`, the pages the browser tests load)
     sends a response's headers and its body apart; with Nagle's algorithm on, the body waits for
