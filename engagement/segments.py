@@ -303,9 +303,12 @@ def _rolled_up_event_counts(product_id: int, name: str, times: int, since: date 
 _MEMBERS = "engagement_segmentmember"
 _CHANGES = "engagement_segmentmembershipchange"
 _GONE = """FROM {members} m WHERE m.segment_id = %s {among}
-    AND NOT EXISTS (SELECT 1 FROM ({matching}) q WHERE q.{column} = m.{column})"""
-_NEW = """FROM ({matching}) q WHERE NOT EXISTS (
+    AND NOT EXISTS (SELECT 1 FROM {matching} q WHERE q.{column} = m.{column})"""
+_NEW = """FROM {matching} q WHERE NOT EXISTS (
     SELECT 1 FROM {members} x WHERE x.segment_id = %s AND x.{column} = q.{column})"""
+# The name the same clauses read the matching rows by, for a backend that works them out once
+# for both (SegmentStatements.matching).
+_MATCHING = "matching"
 
 
 def segment_refresh(
@@ -398,13 +401,18 @@ def _statements(
     }
     return SegmentStatements(
         names=names,
-        gone=_GONE.format(matching=sql, among=among_sql, **names),
-        new=_NEW.format(matching=sql, **names),
+        gone=_GONE.format(matching=f"({sql})", among=among_sql, **names),
+        new=_NEW.format(matching=f"({sql})", **names),
         segment_id=segment.id,
         at=connection.ops.adapt_datetimefield_value(now),
         leave_params=[segment.id, *among_ids, *params],
         join_params=[*params, segment.id],
         whole=among is None,
+        matching=sql,
+        matching_params=list(params),
+        among_ids=among_ids,
+        gone_from_matching=_GONE.format(matching=_MATCHING, among=among_sql, **names),
+        new_from_matching=_NEW.format(matching=_MATCHING, **names),
     )
 
 

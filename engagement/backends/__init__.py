@@ -180,7 +180,13 @@ class SegmentStatements:
     """The SQL pieces of one segment refresh (engagement.segments): the FROM clauses of the
     members that left (`gone`) and of the rows that joined (`new`), the table and column names,
     and the parameters, for the backend to assemble its statements. `whole`: every subject is
-    compared (not a list of ids), so the statements compare two sets."""
+    compared (not a list of ids), so the statements compare two sets.
+
+    `gone` and `new` each hold the segment's matching query (`leave_params` and `join_params`
+    its parameters in place). `gone_from_matching` and `new_from_matching` are the same clauses
+    reading its rows from a relation named `matching` instead, for a backend that works out
+    `matching` (with `matching_params`) once for both; `gone_from_matching` takes the segment's
+    id and then `among_ids`, `new_from_matching` the segment's id."""
 
     def __init__(
         self,
@@ -193,6 +199,11 @@ class SegmentStatements:
         leave_params: list,
         join_params: list,
         whole: bool,
+        matching: str,
+        matching_params: list,
+        among_ids: list[int],
+        gone_from_matching: str,
+        new_from_matching: str,
     ) -> None:
         self.names = names
         self.gone = gone
@@ -202,6 +213,11 @@ class SegmentStatements:
         self.leave_params = leave_params
         self.join_params = join_params
         self.whole = whole
+        self.matching = matching
+        self.matching_params = matching_params
+        self.among_ids = among_ids
+        self.gone_from_matching = gone_from_matching
+        self.new_from_matching = new_from_matching
 
 
 _chosen: dict[str, DatabaseBackend] = {}

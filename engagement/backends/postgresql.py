@@ -48,6 +48,25 @@ _PG_JOIN = """
         {on_conflict} RETURNING {column})
     INSERT INTO {changes} (segment_id, {column}, {other}, change, at)
     SELECT %s, {column}, NULL, 'joined', %s FROM added"""
+# Among a list of ids, both in one statement that works out the matching rows once: the two
+# statements above each ran the segment's query over the list, most of either one's time (an
+# incremental refresh of 2,500-4,800 accounts spent 0.5-0.8 s on its 17 segments). Every part
+# of one statement sees the same rows, and the members that leave (not matching) and those that
+# join (matching) are never the same.
+_PG_REFRESH_AMONG = """
+    WITH matching AS MATERIALIZED ({matching}),
+    gone AS (DELETE {gone} RETURNING m.account_id, m.user_id),
+    added AS (
+        INSERT INTO {members} (segment_id, {column}, {other}, joined_at)
+        SELECT %s, q.{column}, NULL, %s {new}
+        {on_conflict} RETURNING {column}),
+    left_logged AS (
+        INSERT INTO {changes} (segment_id, account_id, user_id, change, at)
+        SELECT %s, account_id, user_id, 'left', %s FROM gone),
+    joined_logged AS (
+        INSERT INTO {changes} (segment_id, {column}, {other}, change, at)
+        SELECT %s, {column}, NULL, 'joined', %s FROM added)
+    SELECT (SELECT COUNT(*) FROM added), (SELECT COUNT(*) FROM gone)"""
 
 
 class PostgresBackend(DatabaseBackend):
@@ -142,6 +161,8 @@ class PostgresBackend(DatabaseBackend):
         # meanwhile conflicts (the caller then runs again with skip_added_meanwhile).
         s, names = statements, statements.names
         on_conflict = "ON CONFLICT DO NOTHING" if skip_added_meanwhile else ""
+        if not s.whole:
+            return self._segment_members_update_among(s, on_conflict)
         with connection.cursor() as cursor, _sets_compared(cursor, whole=s.whole):
             cursor.execute(
                 _PG_LEAVE.format(gone=s.gone, **names),
@@ -153,6 +174,27 @@ class PostgresBackend(DatabaseBackend):
                 [s.segment_id, s.at, *s.join_params, s.segment_id, s.at],
             )
             return cursor.rowcount, left
+
+    @staticmethod
+    def _segment_members_update_among(s: SegmentStatements, on_conflict: str) -> tuple[int, int]:
+        statement = _PG_REFRESH_AMONG.format(
+            matching=s.matching,
+            gone=s.gone_from_matching,
+            new=s.new_from_matching,
+            on_conflict=on_conflict,
+            **s.names,
+        )
+        params = [
+            *s.matching_params,
+            *(s.segment_id, *s.among_ids),  # gone
+            *(s.segment_id, s.at, s.segment_id),  # added, then its NOT EXISTS
+            *(s.segment_id, s.at),  # left_logged
+            *(s.segment_id, s.at),  # joined_logged
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            joined, left = cursor.fetchone()
+        return joined, left
 
     def score_tables_analyze(self) -> None:
         if not connection.in_atomic_block:

@@ -28,7 +28,8 @@ def member_added(segment: Segment, account_id: int) -> Iterator[None]:
         yield
 
 
-def test_a_member_another_refresh_added_first_is_skipped_and_the_rest_join():
+@pytest.mark.parametrize("among", [False, True], ids=["whole", "among ids"])
+def test_a_member_another_refresh_added_first_is_skipped_and_the_rest_join(among):
     initech = make_tenant("Initech")
     apply(
         initech,
@@ -48,7 +49,8 @@ def test_a_member_another_refresh_added_first_is_skipped_and_the_rest_join():
     # The refresh's insert waits on the other session's row until it commits, then finds it.
     threading.Timer(0.5, commit.set).start()
     try:
-        joined, left = segment_refresh(segment=segment)
+        ids = list(initech.product.accounts.values_list("id", flat=True)) if among else None
+        joined, left = segment_refresh(segment=segment, among=ids)
     finally:
         commit.set()
         thread.join(10)

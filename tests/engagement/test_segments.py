@@ -212,6 +212,44 @@ def test_a_user_leaving_a_user_segment_is_logged_with_the_user(scored):
     assert not account_changes.exists()
 
 
+@pytest.mark.parametrize(
+    ("target", "ids"),
+    [(Segment.Target.ACCOUNTS, ("A", "B", "C")), (Segment.Target.USERS, ("a1", "b1", "c1"))],
+)
+def test_a_refresh_among_ids_moves_only_those_and_logs_each_move_once(scored, target, ids):
+    """As an incremental refresh compares a segment: only the subjects it names can join or
+    leave, each join and leave logged once, in the one refresh."""
+    scoring_100, scoring_36, bare = ids
+    segment = segment_of(scored, cond("metric:engagement_score", "greater_than", 50), target=target)
+    assert members(segment) == {scoring_100}
+    subjects = (
+        scored.product.accounts if target == Segment.Target.ACCOUNTS else scored.product.users
+    )
+    subject = {key: subjects.get(tracking_id=key) for key in ids}
+    column = "account" if target == Segment.Target.ACCOUNTS else "user"
+    # By hand, against the conditions: the one that matches is out, the two that do not are in.
+    SegmentMember.objects.filter(segment=segment).delete()
+    for key in (scoring_36, bare):
+        SegmentMember.objects.create(
+            segment=segment, joined_at=datetime.now(UTC), **{column: subject[key]}
+        )
+    later = datetime.now(UTC) + timedelta(minutes=5)
+
+    moved = segment_refresh(
+        segment=segment, now=later, among=[subject[scoring_100].id, subject[scoring_36].id]
+    )
+
+    assert moved == (1, 1)
+    # The bare one was not among them: it stays, though it does not match.
+    assert members(segment) == {scoring_100, bare}
+    assert changes(segment) == sorted(
+        [(scoring_100, "joined"), (scoring_100, "joined"), (scoring_36, "left")]
+    )
+    rejoined = SegmentMember.objects.get(segment=segment, **{column: subject[scoring_100]})
+    assert rejoined.joined_at == later
+    assert segment_refresh(segment=segment, now=later, among=[subject[scoring_100].id]) == (0, 0)
+
+
 def test_changes_older_than_the_retention_are_purged(scored, settings):
     settings.SEGMENT_CHANGES_RETENTION_DAYS = 30
     now = datetime.now(UTC)
