@@ -49,10 +49,10 @@ _PG_JOIN = """
     INSERT INTO {changes} (segment_id, {column}, {other}, change, at)
     SELECT %s, {column}, NULL, 'joined', %s FROM added"""
 # Among a list of ids, both in one statement that works out the matching rows once: the two
-# statements above each ran the segment's query over the list, most of either one's time (an
-# incremental refresh of 2,500-4,800 accounts spent 0.5-0.8 s on its 17 segments). Every part
-# of one statement sees the same rows, and the members that leave (not matching) and those that
-# join (matching) are never the same.
+# statements above each ran the segment's query over the list, most of either one's time (the
+# 11 built-in segments: 0.54-0.97 s against 0.40-0.73 s after one track from each of 2,500-4,800
+# users at a million, docs/benchmarks.md). Every part of one statement sees the same rows, and
+# the members that leave (not matching) and those that join (matching) are never the same.
 _PG_REFRESH_AMONG = """
     WITH matching AS MATERIALIZED ({matching}),
     gone AS (DELETE {gone} RETURNING m.account_id, m.user_id),
