@@ -1,5 +1,6 @@
 """Named actors shared by every test: Acme (a product with a key and a token) and Globex."""
 
+import contextlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -53,6 +54,45 @@ def acme(db) -> Tenant:
 @pytest.fixture
 def globex(db) -> Tenant:
     return make_tenant("Globex")
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    request: pytest.FixtureRequest,
+    django_db_modify_db_settings_parallel_suffix: None,
+) -> None:
+    """pytest-django's hook just before the test databases are made: on PostgreSQL, end the
+    sessions an earlier run left on this process's test database, which would stop its DROP
+    ("being accessed by other users") and with it every test of the process. PgBouncer, which
+    `.ci/run` starts for the pooler tests, keeps its server connections for 10 minutes after
+    their last use: a second run within them failed so at its first test. Not when the database
+    is kept (`--reuse-db`)."""
+    from django.conf import settings
+
+    if request.config.getoption("reuse_db") and not request.config.getoption("create_db"):
+        return
+    for database in settings.DATABASES.values():
+        if database["ENGINE"] != "django.db.backends.postgresql":
+            continue
+        test_name = database.get("TEST", {}).get("NAME") or f"test_{database['NAME']}"
+        server = {
+            "host": database.get("HOST"),
+            "port": database.get("PORT"),
+            "user": database.get("USER"),
+            "password": database.get("PASSWORD"),
+        }
+        # Where the role may not end other sessions, the DROP says why as before.
+        with (
+            contextlib.suppress(psycopg.Error),
+            psycopg.connect(
+                dbname="postgres", autocommit=True, **{k: v for k, v in server.items() if v}
+            ) as maintenance,
+        ):
+            maintenance.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                [test_name],
+            )
 
 
 @pytest.fixture(scope="session", autouse=True)
