@@ -90,6 +90,7 @@ DB_NAME = os.environ.get("BENCH_SUSTAINED_DB", "eds_bench_sustained")
 DATABASE_URL = f"{PG_URL}/{DB_NAME}"
 BROKER_URL = os.environ.get("BENCH_SUSTAINED_BROKER_URL", "redis://127.0.0.1:6379/11")
 PORT = int(os.environ.get("BENCH_SUSTAINED_PORT", "8710"))
+READ_PORT = PORT + 1  # --read-server's
 HOST = "127.0.0.1"
 METRICS_TOKEN = "bench-sustained-metrics-token"
 GIVE_UP_SECONDS = 30.0  # a sample not scored by then is a miss
@@ -596,7 +597,14 @@ FALLBACK_POLL_SECONDS = 1.0
 
 class Sampler:
     def __init__(
-        self, *, product: dict, event: str, weight: int, connections: int, give_up: float
+        self,
+        *,
+        product: dict,
+        event: str,
+        weight: int,
+        connections: int,
+        give_up: float,
+        read_port: int = PORT,
     ) -> None:
         self.workspace_id = product["workspace_id"]
         self.event = event
@@ -610,6 +618,13 @@ class Sampler:
         self.pool: asyncio.Queue[HttpConnection] = asyncio.Queue()
         for _ in range(connections):
             self.pool.put_nowait(HttpConnection(PORT))
+        # With a read server of their own (--read-server), the reads go there and only the
+        # samples' tracks to the door.
+        self.read_pool = self.pool
+        if read_port != PORT:
+            self.read_pool = asyncio.Queue()
+            for _ in range(connections):
+                self.read_pool.put_nowait(HttpConnection(read_port))
         self.figures = SampleFigures()
         self.tasks: set[asyncio.Task] = set()
         # Refreshes seen by the monitor (None: no monitor, poll on a timer), and the samples
@@ -646,7 +661,8 @@ class Sampler:
     ) -> tuple[int, bytes] | None:
         """The answer (status, body), None when there was none. A GET is sent again once on
         a new connection: the server may have closed an idle one just as it was used."""
-        connection = await self.pool.get()
+        pool = self.read_pool if method == "GET" else self.pool
+        connection = await pool.get()
         try:
             for attempt in range(2 if method == "GET" else 1):
                 try:
@@ -656,7 +672,7 @@ class Sampler:
                         return None
             return None
         finally:
-            self.pool.put_nowait(connection)
+            pool.put_nowait(connection)
 
     async def read(self, kind: str, record_id: int) -> tuple[RecordFigures | None, float]:
         """The record's figures (None when the read failed) and when it was asked."""
@@ -733,8 +749,9 @@ class Sampler:
             await asyncio.wait(set(self.tasks))
 
     async def close(self) -> None:
-        while not self.pool.empty():
-            self.pool.get_nowait().close()
+        for pool in {id(self.pool): self.pool, id(self.read_pool): self.read_pool}.values():
+            while not pool.empty():
+                pool.get_nowait().close()
 
 
 class Receiver:
@@ -1053,6 +1070,7 @@ async def measure_load(
         weight=product["weights"][event],
         connections=args.sample_connections,
         give_up=GIVE_UP_SECONDS,
+        read_port=READ_PORT if args.read_server else PORT,
     )
     monitor = Monitor(product["workspace_id"], lambda: loop.call_soon_threadsafe(sampler.refreshed))
     sampler.refreshes_seen = 0  # from now on, samples read again as refreshes commit
@@ -1158,6 +1176,12 @@ def report(args: argparse.Namespace, run: Run, product: dict, event: str) -> Non
     )
     rows = [
         ("duration (s)", f"{load.send_seconds:,.1f}"),
+        (
+            "the samples' reads served by",
+            f"a read server of their own (port {READ_PORT})"
+            if args.read_server
+            else "the door's processes, as the README runs them",
+        ),
         (
             "single calls offered / achieved (req/s)",
             f"{args.rate:,.0f} / {load.singles_sent / duration:,.0f}",
@@ -1366,6 +1390,8 @@ def measure(args: argparse.Namespace) -> int:
         os.mkdir(schedule_dir)
         server = Process("uvicorn", uvicorn_command(2, PORT), env)
         processes.append(server)
+        if args.read_server:
+            processes.append(Process("read server", uvicorn_command(1, READ_PORT), env))
         for label, command in (
             ("worker", celery_worker_command(2, "--queues", "celery", "-n", "worker@%h")),
             (
@@ -1382,6 +1408,8 @@ def measure(args: argparse.Namespace) -> int:
         ):
             processes.append(Process(label, command, env))
         wait_for_server(server, PORT)
+        if args.read_server:
+            wait_for_server(processes[1], READ_PORT)
         warmup = _asyncio_run(warm_up(product, event, weights[event], subjects[0]))
         print(f"warm-up sample scored {warmup * 1000:,.0f} ms after its 202", flush=True)
         for process in processes:
@@ -1452,6 +1480,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--no-automation", action="store_true", help="no automation, no new users' tracks"
+    )
+    parser.add_argument(
+        "--read-server",
+        action="store_true",
+        help=f"the samples read a second uvicorn (1 worker, port {READ_PORT}), as a deployment "
+        "that routes the read API to processes of its own; the door's keep only the load",
     )
     parser.add_argument(
         "--keep-database", action="store_true", help=f"leave {DB_NAME} for a look afterwards"

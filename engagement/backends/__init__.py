@@ -96,7 +96,8 @@ class DatabaseBackend:
         raise NotImplementedError
 
     def score_tables_analyze(self) -> None:
-        """Refresh the planner's statistics of the score tables (outside a transaction)."""
+        """Refresh the planner's statistics of the score tables and the segments' members
+        (outside a transaction)."""
 
     def rollups_prefetch(self, product_id: int) -> bool:
         """Ask for the daily rollups and the indexes a job reads them by to be read into the
@@ -180,13 +181,13 @@ class SegmentStatements:
     """The SQL pieces of one segment refresh (engagement.segments): the FROM clauses of the
     members that left (`gone`) and of the rows that joined (`new`), the table and column names,
     and the parameters, for the backend to assemble its statements. `whole`: every subject is
-    compared (not a list of ids), so the statements compare two sets.
+    compared (not the ids of a table, engagement.segments._AmongTables), so the statements
+    compare two sets.
 
     `gone` and `new` each hold the segment's matching query (`leave_params` and `join_params`
     its parameters in place). `gone_from_matching` and `new_from_matching` are the same clauses
     reading its rows from a relation named `matching` instead, for a backend that works out
-    `matching` (with `matching_params`) once for both; `gone_from_matching` takes the segment's
-    id and then `among_ids`, `new_from_matching` the segment's id."""
+    `matching` (with `matching_params`) once for both; each takes the segment's id."""
 
     def __init__(
         self,
@@ -201,7 +202,6 @@ class SegmentStatements:
         whole: bool,
         matching: str,
         matching_params: list,
-        among_ids: list[int],
         gone_from_matching: str,
         new_from_matching: str,
     ) -> None:
@@ -215,7 +215,6 @@ class SegmentStatements:
         self.whole = whole
         self.matching = matching
         self.matching_params = matching_params
-        self.among_ids = among_ids
         self.gone_from_matching = gone_from_matching
         self.new_from_matching = new_from_matching
 

@@ -186,7 +186,7 @@ class PostgresBackend(DatabaseBackend):
         )
         params = [
             *s.matching_params,
-            *(s.segment_id, *s.among_ids),  # gone
+            s.segment_id,  # gone
             *(s.segment_id, s.at, s.segment_id),  # added, then its NOT EXISTS
             *(s.segment_id, s.at),  # left_logged
             *(s.segment_id, s.at),  # joined_logged
@@ -197,9 +197,16 @@ class PostgresBackend(DatabaseBackend):
         return joined, left
 
     def score_tables_analyze(self) -> None:
+        # The segments' members too: a full rescore compares every segment whole, and a
+        # first fill left the planner expecting a couple of thousand members where there
+        # were 100,000, so a refresh among a few ids read every member of the segment to
+        # find the few that left (22-29 ms a segment against 2-10 ms, docs/benchmarks.md).
         if not connection.in_atomic_block:
             with connection.cursor() as cursor:
-                cursor.execute("ANALYZE engagement_userscore, engagement_accountscore")
+                cursor.execute(
+                    "ANALYZE engagement_userscore, engagement_accountscore, "
+                    "engagement_segmentmember"
+                )
 
     def rollups_prefetch(self, product_id: int) -> bool:
         # Scoring reads the rollups by user (the unique key) and by account: one 8 kB page at a

@@ -4,6 +4,7 @@ from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import DatabaseError, connection, transaction
 
 from engagement.models import (
     Account,
@@ -14,7 +15,7 @@ from engagement.models import (
 )
 from engagement.scoring import workspace_refresh, workspace_rescore
 from engagement.segment_conditions import segment_conditions_validate
-from engagement.segments import segment_changes_purge, segment_refresh
+from engagement.segments import segment_changes_purge, segment_refresh, segments_refresh
 from tests.engagement.helpers import apply, erase, group, track
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
@@ -248,6 +249,40 @@ def test_a_refresh_among_ids_moves_only_those_and_logs_each_move_once(scored, ta
     rejoined = SegmentMember.objects.get(segment=segment, **{column: subject[scoring_100]})
     assert rejoined.joined_at == later
     assert segment_refresh(segment=segment, now=later, among=[subject[scoring_100].id]) == (0, 0)
+
+
+def test_a_workspace_refresh_among_ids_compares_user_and_account_segments_alike(scored):
+    """As an incremental score refresh runs it: each segment compared among the ids of its
+    own target, and nothing of the comparison left on the connection afterwards."""
+    accounts = segment_of(scored, cond("metric:engagement_score", "greater_than", 50))
+    users = segment_of(
+        scored, cond("metric:engagement_score", "greater_than", 50), target=Segment.Target.USERS
+    )
+    assert (members(accounts), members(users)) == ({"A"}, {"a1"})
+    account = {a.tracking_id: a for a in scored.product.accounts.all()}
+    user = {u.tracking_id: u for u in scored.product.users.all()}
+    # By hand, against the conditions: the one that matches is out, one that does not is in.
+    SegmentMember.objects.filter(segment__in=[accounts, users]).delete()
+    now = datetime.now(UTC)
+    SegmentMember.objects.create(segment=accounts, account=account["B"], joined_at=now)
+    SegmentMember.objects.create(segment=users, user=user["b1"], joined_at=now)
+
+    accounts.refresh_from_db()
+    users.refresh_from_db()
+    segments_refresh(
+        workspace_id=scored.workspace.id,
+        now=max(accounts.members_refreshed_at, users.members_refreshed_at) + timedelta(seconds=1),
+        user_ids=[user["a1"].id, user["b1"].id],
+        account_ids=[account["A"].id],
+    )
+
+    # B was not among the accounts compared: it stays, though it does not match.
+    assert members(accounts) == {"A", "B"}
+    assert members(users) == {"a1"}
+    assert [c for c in changes(users) if c[1] == "left"] == [("b1", "left")]
+    for target in ("user", "account"):
+        with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SELECT 1 FROM eds_t_segment_among_{target}")  # noqa: S608
 
 
 def test_changes_older_than_the_retention_are_purged(scored, settings):
