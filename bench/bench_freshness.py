@@ -299,6 +299,10 @@ class HttpConnection:
         self.port = port
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.used_at = 0.0  # time.monotonic() of the last answer
+
+    def idle_seconds(self) -> float:
+        return time.monotonic() - self.used_at
 
     async def request(
         self, method: str, path: str, headers: dict[str, str], body: bytes = b""
@@ -311,7 +315,9 @@ class HttpConnection:
             head.append(f"Content-Length: {len(body)}")
         try:
             self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
-            return await self._response()
+            answer = await self._response()
+            self.used_at = time.monotonic()
+            return answer
         except (OSError, asyncio.IncompleteReadError, ValueError):
             self.close()
             raise

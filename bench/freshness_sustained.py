@@ -91,6 +91,8 @@ DATABASE_URL = f"{PG_URL}/{DB_NAME}"
 BROKER_URL = os.environ.get("BENCH_SUSTAINED_BROKER_URL", "redis://127.0.0.1:6379/11")
 PORT = int(os.environ.get("BENCH_SUSTAINED_PORT", "8710"))
 READ_PORT = PORT + 1  # --read-server's
+# Below uvicorn's keep-alive (5 s): a connection idle longer is opened again before a POST.
+KEEP_ALIVE_SECONDS = 4.0
 HOST = "127.0.0.1"
 METRICS_TOKEN = "bench-sustained-metrics-token"
 GIVE_UP_SECONDS = 30.0  # a sample not scored by then is a miss
@@ -663,6 +665,9 @@ class Sampler:
         a new connection: the server may have closed an idle one just as it was used."""
         pool = self.read_pool if method == "GET" else self.pool
         connection = await pool.get()
+        if method != "GET" and connection.idle_seconds() > KEEP_ALIVE_SECONDS:
+            # The server may have closed it meanwhile, and a POST is not sent twice.
+            connection.close()
         try:
             for attempt in range(2 if method == "GET" else 1):
                 try:
