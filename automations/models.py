@@ -45,7 +45,7 @@ class Automation(models.Model):
         Segment, on_delete=models.CASCADE, null=True, blank=True, related_name="automations"
     )
     days = models.PositiveSmallIntegerField(null=True, blank=True)  # inactive: days without events
-    # The segment condition language (engagement.segments), matched all or any.
+    # The segment condition language (engagement.segment_matching), matched all or any.
     conditions = models.JSONField(default=list, blank=True)
     match = models.CharField(max_length=3, choices=Match.choices, default=Match.ALL)
     destination = models.CharField(

@@ -22,7 +22,7 @@ from engagement.input_rules import days_fault, is_whole, text_fault, whole_fault
 from engagement.models import Segment, Workspace
 from engagement.refresh_hooks import ScoresRefreshed
 from engagement.segment_conditions import segment_conditions_validate
-from engagement.segments import CONDITIONS_UNEVALUABLE, unevaluable_described
+from engagement.segment_matching import CONDITIONS_UNEVALUABLE, unevaluable_described
 
 ROTATION_OVERLAP = timedelta(hours=24)
 _NEW = {Automation.Trigger.NEW_ACCOUNT, Automation.Trigger.NEW_USER}

@@ -19,7 +19,7 @@ from automations.models import Automation, AutomationFiring, AutomationSubjectSt
 from automations.payloads import BANDS, band_of
 from engagement.models import Account, AccountScore, SegmentMembershipChange, User, UserScore
 from engagement.refresh_hooks import ScoresRefreshed
-from engagement.segments import score_rows_matching
+from engagement.segment_matching import score_rows_matching
 
 _STATEFUL = {
     Automation.Trigger.SCORE_CHANGED,

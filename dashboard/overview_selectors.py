@@ -45,7 +45,7 @@ from engagement.presentation import (
     MRR_TRAIT,
     account_name,
 )
-from engagement.segments import score_rows_matching
+from engagement.segment_matching import score_rows_matching
 from engagement.selectors import (
     WorkspaceStats,
     workspace_stats,

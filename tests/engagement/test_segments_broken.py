@@ -126,7 +126,7 @@ def test_conditions_an_older_release_let_through_break_the_segment_not_the_refre
 ):
     """Evaluation does not rely on the checks: what they pass but the query cannot be built or
     run with (an overflowing date, a number no column holds) marks the segment broken too."""
-    monkeypatch.setattr("engagement.segments.segment_conditions_validate", _older_checks)
+    monkeypatch.setattr("engagement.segment_matching.segment_conditions_validate", _older_checks)
     store_past_the_checks(workspace, "Probe", [SCORED, bad])
     apply(workspace, track("bob", "Login", times=5, account="umbrella"))
 
@@ -138,7 +138,7 @@ def test_conditions_an_older_release_let_through_break_the_segment_not_the_refre
 
 
 def test_a_date_time_beyond_utc_breaks_the_segment(workspace, monkeypatch):
-    monkeypatch.setattr("engagement.segments.segment_conditions_validate", _older_checks)
+    monkeypatch.setattr("engagement.segment_matching.segment_conditions_validate", _older_checks)
     late = {"field": "metric:last_seen", "operator": "less_than", "value": "9999-12-31T23:59-23:00"}
     store_past_the_checks(workspace, "Probe", [late])
 
