@@ -103,10 +103,12 @@ def rollups_of(run: ScoringRun, target: Target, join: str = "", within: str = ""
     """
 
 
-def aggregate_account_members(run: ScoringRun) -> None:
+def aggregate_account_members(run: ScoringRun, *, accounts: str = "eds_t_scope_account") -> None:
     """Per scoped account: its linked users, how many are active, their mean scores now and one
     period earlier (from the user scores just written) and the earliest first seen. Every linked
-    user counts, scored or not (a user without a score row scores 0)."""
+    user counts, scored or not (a user without a score row scores 0). `accounts`: the table of
+    account_id to take outside a full rescore, when not the scope (no hierarchy: there the
+    scope's descendants are read)."""
     f = run.sql.float
     run.temp(
         "eds_t_account_members",
@@ -116,7 +118,7 @@ def aggregate_account_members(run: ScoringRun) -> None:
     if run.lineage:
         sums = _member_sums_up_the_lineage(run)
     else:
-        scope = "" if run.everyone else "JOIN eds_t_scope_account s ON s.account_id = m.account_id"
+        scope = "" if run.everyone else f"JOIN {accounts} s ON s.account_id = m.account_id"
         sums = _member_sums("engagement_membership", join=scope)
     # Without a hierarchy the memberships, users and score rows are merged in user order (the
     # memberships' unique index leads with the user) rather than hashed: 1.8 s instead of

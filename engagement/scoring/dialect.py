@@ -117,10 +117,14 @@ class Dialect:
 
     def row_differs(self, table: str, other: str, columns: Sequence[str]) -> str:
         """True when any of the columns differs between two rows, NULLs comparing equal."""
-        old = ", ".join(f"{table}.{c}" for c in columns)
-        new = ", ".join(f"{other}.{c}" for c in columns)
+        return self.values_differ(
+            [f"{table}.{c}" for c in columns], [f"{other}.{c}" for c in columns]
+        )
+
+    def values_differ(self, old: Sequence[str], new: Sequence[str]) -> str:
+        """True when any expression of `old` differs from its peer in `new`, NULLs equal."""
         operator = "IS DISTINCT FROM" if self.postgres else "IS NOT"
-        return f"({old}) {operator} ({new})"
+        return f"({', '.join(old)}) {operator} ({', '.join(new)})"
 
     def changed_guard(self, table: str, columns: Sequence[str]) -> str:
         """Skip rewriting rows whose values are unchanged (PostgreSQL only; SQLite rewrites)."""

@@ -45,7 +45,12 @@ from engagement.scoring.figures import (
 from engagement.scoring.locks import workspace_state_held
 from engagement.scoring.ranks import p90_lags, percentiles, renormalise_users
 from engagement.scoring.run import ScoringRun
-from engagement.scoring.writing import delete_out_of_scope, write_accounts, write_users
+from engagement.scoring.writing import (
+    delete_out_of_scope,
+    write_account_members,
+    write_accounts,
+    write_users,
+)
 from engagement.segments import segments_refresh
 from engagement.stored_json import with_json_as_text
 
@@ -355,19 +360,29 @@ def _accounts_rescore_changed(run: ScoringRun) -> ScoreRows:
     """Rescore the changed accounts and those of rescored users; returns how the workspace's
     account rows changed."""
     # Accounts: those that changed, and those of users whose values changed.
+    _candidates_add(
+        run,
+        "account",
+        "m.account_id",
+        "engagement_membership m JOIN eds_t_candidate_user c ON c.user_id = m.user_id",
+    )
+    # The accounts of users re-normalised to a new p90, and nothing else: only their users'
+    # scores moved. A p90 move at a million users re-normalises a hundred thousand users or
+    # more, whose accounts' rollups, aggregated again, took 10-15 s in one refresh and set the
+    # refreshes after it behind for minutes (docs/benchmarks.md, 2026-11-29).
+    run.temp("eds_t_members_only_account", "account_id BIGINT PRIMARY KEY")
     run.run(
         """
-        INSERT INTO eds_t_candidate_account (account_id)
-        SELECT DISTINCT linked.account_id FROM (
-            SELECT m.account_id FROM engagement_membership m
-            JOIN eds_t_candidate_user c ON c.user_id = m.user_id
-            UNION
-            SELECT m.account_id FROM engagement_membership m
-            JOIN eds_t_rescored r ON r.user_id = m.user_id
-        ) linked
+        INSERT INTO eds_t_members_only_account (account_id)
+        SELECT DISTINCT m.account_id FROM engagement_membership m
+        JOIN eds_t_rescored r ON r.user_id = m.user_id
         WHERE NOT EXISTS (
-            SELECT 1 FROM eds_t_candidate_account x WHERE x.account_id = linked.account_id)
+            SELECT 1 FROM eds_t_candidate_account x WHERE x.account_id = m.account_id)
         """
+    )
+    run.run(
+        "INSERT INTO eds_t_candidate_account (account_id) "
+        "SELECT account_id FROM eds_t_members_only_account"
     )
     # Only now are the accounts known: the lineage around them is all this refresh reads.
     run.load_lineage(around="eds_t_candidate_account")
@@ -378,12 +393,40 @@ def _accounts_rescore_changed(run: ScoringRun) -> ScoreRows:
             "h.ancestor_id",
             "eds_t_lineage h JOIN eds_t_candidate_account c ON c.account_id = h.account_id",
         )
+        # Up the lineage every account is rescored in full (members are summed per ancestor).
+        run.run("DELETE FROM eds_t_members_only_account")
     _scope_from_candidates(
         run, "account", in_scope="c.account_id IN (SELECT account_id FROM eds_t_match_account)"
     )
     accounts_before = account_rows(run, among_candidates=True)
     delete_out_of_scope(run, "account", among_candidates=True)
+    members = _members_only_set_apart(run)
     aggregate(run, ACCOUNTS)
-    aggregate_account_members(run)
+    aggregate_account_members(run, accounts=members)
     write_accounts(run)
+    write_account_members(run, "eds_t_members_only_account")
     return account_rows(run, among_candidates=True) - accounts_before
+
+
+def _members_only_set_apart(run: ScoringRun) -> str:
+    """Take the members-only accounts (eds_t_members_only_account, kept to those in scope) out
+    of eds_t_scope_account, whose accounts are then aggregated and written in full; returns the
+    table of every account whose members' figures are wanted (both)."""
+    run.run(
+        """
+        DELETE FROM eds_t_members_only_account WHERE account_id NOT IN (
+            SELECT account_id FROM eds_t_scope_account)
+        """
+    )
+    if not run.count("eds_t_members_only_account"):
+        return "eds_t_scope_account"
+    run.temp("eds_t_members_account", "account_id BIGINT PRIMARY KEY")
+    run.run("INSERT INTO eds_t_members_account SELECT account_id FROM eds_t_scope_account")
+    run.run(
+        """
+        DELETE FROM eds_t_scope_account WHERE account_id IN (
+            SELECT account_id FROM eds_t_members_only_account)
+        """
+    )
+    run.analyze("eds_t_scope_account", "eds_t_members_account")
+    return "eds_t_members_account"

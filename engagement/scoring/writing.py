@@ -218,8 +218,7 @@ _ACCOUNT_LAST_SEEN_KEPT = (
 
 def write_accounts(run: ScoringRun) -> None:
     """Upsert the scoped accounts, scored by their linked users' mean score (written first)."""
-    sql = run.sql
-    score = f"{sql.round_half_up('COALESCE(mb.mean, 0)')}"
+    score = _members_score(run)
     extra = {"names": float(run.adoption_total or 1)}
     scope, in_scope = _in_scope(run, "account")
     columns = [c for c in ACCOUNT_VALUE_COLUMNS if c != "last_seen"]
@@ -240,17 +239,60 @@ def write_accounts(run: ScoringRun) -> None:
     )
 
 
+def write_account_members(run: ScoringRun, accounts: str) -> None:
+    """Rewrite what the members' figures (eds_t_account_members) give of the score rows of the
+    accounts in `accounts` (a table of account_id) and nothing else: accounts whose own rollups
+    did not change but whose users' scores did (re-normalised to a new p90). Their other values
+    are those the last refresh wrote, as a full rescore would write them again."""
+    score, previous, share = _members_score(run), _members_previous(run), _members_share(run)
+    values = {
+        "engagement_score": score,
+        "previous_score": previous,
+        "score_change": f"{score} - {previous}",
+        "active_users": "COALESCE(mb.active, 0)",
+        "total_users": "COALESCE(mb.total, 0)",
+        "active_user_share": share,
+    }
+    old = [f"engagement_accountscore.{column}" for column in values]
+    run.run(
+        f"""
+        UPDATE engagement_accountscore SET
+            {", ".join(f"{column} = {value}" for column, value in values.items())},
+            computed_at = %(now)s
+        FROM {accounts} x JOIN eds_t_account_members mb ON mb.account_id = x.account_id
+        WHERE engagement_accountscore.workspace_id = %(ws)s
+        AND engagement_accountscore.account_id = x.account_id
+        AND {run.sql.values_differ(old, list(values.values()))}
+        """
+    )
+
+
+def _members_score(run: ScoringRun) -> str:
+    """An account's score: its linked users' mean score (members' figures `mb`), rounded."""
+    return run.sql.round_half_up("COALESCE(mb.mean, 0)")
+
+
+def _members_previous(run: ScoringRun) -> str:
+    """An account's score one period earlier: its users' mean then, rounded."""
+    return run.sql.round_half_up("COALESCE(mb.previous_mean, 0)")
+
+
+def _members_share(run: ScoringRun) -> str:
+    """The share of an account's linked users who are active."""
+    return (
+        f"(CASE WHEN COALESCE(mb.total, 0) = 0 THEN 0 "
+        f"ELSE CAST(mb.active AS {run.sql.float}) / mb.total END)"
+    )
+
+
 def _account_insert_select(run: ScoringRun, *, score: str) -> str:
     """INSERT INTO engagement_accountscore and the SELECT list of its values, read from the
     account `acc`, its aggregate `a` and its members' figures `mb` (the caller's FROM)."""
     sql = run.sql
-    previous = f"{sql.round_half_up('COALESCE(mb.previous_mean, 0)')}"
+    previous = _members_previous(run)
     adoption = _adoption(run, "a")
     started = f"COALESCE({sql.created_date('acc.traits')}, mb.first_seen, acc.created_at)"
-    share = (
-        f"(CASE WHEN COALESCE(mb.total, 0) = 0 THEN 0 "
-        f"ELSE CAST(mb.active AS {sql.float}) / mb.total END)"
-    )
+    share = _members_share(run)
     return f"""
         INSERT INTO engagement_accountscore (workspace_id, account_id, engagement_score,
             score_change, raw_score, active_days, events_in_window,

@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import pytest
 
-from engagement.models import ScoringState, UserScore
+from engagement.models import Account, AccountScore, ScoringState, UserScore
 from engagement.scoring import score_from_raw, workspace_refresh, workspaces_to_sweep
-from tests.engagement.helpers import apply, track
+from tests.engagement.helpers import apply, group, track
 
 # Applies or scores data: runs on PostgreSQL and again on SQLite (make test's second pass).
 pytestmark = pytest.mark.both_databases
@@ -82,3 +82,39 @@ def test_a_small_workspace_takes_p90_on_every_refresh(acme, settings):
 
     assert state(acme).p90 > kept
     assert scores(acme)["u3"] == (3, score_from_raw(raw=3, p90=state(acme).p90))
+
+
+def account_rows(tenant) -> dict[str, dict]:
+    rows = AccountScore.objects.filter(workspace=tenant.workspace).values()
+    accounts = dict(Account.objects.values_list("id", "tracking_id"))
+    return {
+        accounts[row["account_id"]]: {
+            k: v for k, v in row.items() if k not in ("computed_at", "id")
+        }
+        for row in rows
+    }
+
+
+def test_accounts_of_re_normalised_users_take_their_users_new_mean(acme, settings):
+    """A p90 move rescores users whose own events did not change; their accounts' scores (the
+    users' mean) follow, from the members alone, and equal what a full rescore writes."""
+    settings.SCORING_WATERMARK_OVERLAP_SECONDS = 0  # a small workspace: p90 on every refresh
+    apply(
+        acme,
+        *(group(f"u{n}", f"team{n % 3}") for n in range(1, 13)),
+        *(track(f"u{n}", "Login", times=n, account=f"team{n % 3}") for n in range(1, 13)),
+    )
+    assert workspace_refresh(workspace_id=acme.workspace.id).mode == "full"
+    before = account_rows(acme)
+
+    # A heavy newcomer in an account of its own moves p90 up: every other user scores lower.
+    apply(acme, group("newcomer", "newco"), track("newcomer", "Login", times=60, account="newco"))
+    assert workspace_refresh(workspace_id=acme.workspace.id).mode == "incremental"
+    after = account_rows(acme)
+    for team in ("team0", "team1", "team2"):
+        assert after[team]["raw_score"] == before[team]["raw_score"]
+        assert after[team]["events_in_window"] == before[team]["events_in_window"]
+        assert after[team]["engagement_score"] < before[team]["engagement_score"]
+
+    assert workspace_refresh(workspace_id=acme.workspace.id, force_full=True).mode == "full"
+    assert account_rows(acme) == after
