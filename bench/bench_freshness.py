@@ -56,6 +56,7 @@ from bench.pg_clusters import (  # noqa: E402
     ReplicaWatch,
     primary_and_replica,
 )
+from bench.targets import postgres_departures  # noqa: E402
 
 BIN = ROOT / ".venv" / "bin"
 PYTHON = str(BIN / "python")
@@ -738,9 +739,14 @@ def machine() -> str:
     rev = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
+    departures = postgres_departures()
+    if departures is None:
+        settings = ""
+    else:
+        settings = f" ({', '.join(departures) or 'Debian defaults'})"
     return (
-        f"{os.cpu_count()} cores, {mem_gib:.0f} GiB; load generator, uvicorn, Celery, PostgreSQL "
-        f"and Redis on one box; git {rev or '?'}; "
+        f"{os.cpu_count()} cores, {mem_gib:.0f} GiB; load generator, uvicorn, Celery, PostgreSQL"
+        f"{settings} and Redis on one box; git {rev or '?'}; "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
 

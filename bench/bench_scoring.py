@@ -75,6 +75,7 @@ def model_configure(workspace, *, features: bool, hierarchy: bool) -> None:
 
 # Distinct users whose tracks one incremental refresh takes in refresh_after_many_tracks.
 BUSY_USERS = 15_000
+MOVED_USERS = 20_000  # users who cross p90 (refresh_after_p90_move)
 
 
 def refresh_after_many_tracks(workspace) -> tuple[float, object]:
@@ -114,6 +115,64 @@ def refresh_after_many_tracks(workspace) -> tuple[float, object]:
     started = time.monotonic()
     result = workspace_refresh(workspace_id=workspace.id)
     return time.monotonic() - started, result
+
+
+def refresh_after_p90_move(workspace) -> tuple[float, object, int, int]:
+    """MOVED_USERS users just under p90 (raw between 80% and 100% of it) cross it, each with
+    enough of the heaviest event, naming their account; p90 is then due (its period over) and
+    one incremental refresh takes it: its seconds, result, and the user and account score rows
+    it rewrote. Nearly all of those users' and accounts' own events are unchanged: only their
+    scores move with p90."""
+    import math
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.db import connection
+    from django.utils import timezone
+
+    from engagement.models import AccountScore, ScoringState, UserScore
+    from engagement.scoring import workspace_refresh
+    from engagement.services import Message, messages_apply
+
+    state = ScoringState.objects.get(workspace=workspace)
+    heaviest = max(workspace.weights.all(), key=lambda w: w.weight)
+    times = max(1, math.ceil(0.2 * state.p90 / heaviest.weight))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT u.tracking_id, a.tracking_id FROM engagement_userscore s
+            JOIN engagement_user u ON u.id = s.user_id
+            JOIN engagement_membership m ON m.user_id = u.id
+            JOIN engagement_account a ON a.id = m.account_id
+            WHERE s.workspace_id = %s AND s.raw_score >= %s AND s.raw_score < %s
+            ORDER BY u.id LIMIT %s
+            """,
+            [workspace.id, 0.8 * state.p90, state.p90, MOVED_USERS],
+        )
+        pairs = cursor.fetchall()
+    now_ms = int(time.time() * 1000)
+    messages = [
+        Message(
+            message_type="track",
+            timestamp_ms=now_ms + repeat,
+            user_id=user,
+            group_id=account,
+            event=heaviest.event_name,
+        )
+        for user, account in pairs
+        for repeat in range(times)
+    ]
+    for start in range(0, len(messages), 100):
+        messages_apply(product_id=workspace.product_id, messages=messages[start : start + 100])
+    period = timedelta(seconds=settings.SCORING_P90_SECONDS + 1)
+    ScoringState.objects.filter(workspace=workspace).update(p90_at=timezone.now() - period)
+    started_at = timezone.now()
+    started = time.monotonic()
+    result = workspace_refresh(workspace_id=workspace.id)
+    seconds = time.monotonic() - started
+    users = UserScore.objects.filter(workspace=workspace, computed_at__gte=started_at).count()
+    accounts = AccountScore.objects.filter(workspace=workspace, computed_at__gte=started_at)
+    return seconds, result, users, accounts.count()
 
 
 def main() -> int:
@@ -286,6 +345,17 @@ def measure(workspace, seeded: dict) -> int:
             f"{busy_s:.1f} s",
             f"{busy.users:,} users, {busy.accounts:,} accounts recomputed (what about 5 s of the "
             "sustained load of issue 75 touches)",
+        )
+    )
+    p90_before = ScoringState.objects.get(workspace=workspace).p90
+    move_s, move, rewritten_users, rewritten_accounts = refresh_after_p90_move(workspace)
+    rows.append(
+        (
+            f"incremental refresh, p90 moved by {MOVED_USERS:,} users",
+            f"{move_s:.1f} s",
+            f"p90 {p90_before:g} -> {ScoringState.objects.get(workspace=workspace).p90:g}; "
+            f"{move.users:,} users, {move.accounts:,} accounts recomputed; score rows written: "
+            f"{rewritten_users:,} users, {rewritten_accounts:,} accounts",
         )
     )
     # A settings change, what a rescore is for: the most common event weighs more, so nearly
