@@ -12,6 +12,8 @@ over 30 days; skipped when already seeded). Then, on that database:
 - full rescore: `engagement.scoring.workspace_rescore` of a workspace never scored, again with
   nothing changed, and after a weight change that moves nearly every score;
 - an incremental refresh after one track from each of 15,000 users (BUSY_USERS);
+- the incremental refresh that takes a moved p90: 20,000 users just under p90 (MOVED_USERS)
+  cross it, so that the scores of most of the others move with p90 alone;
 - event to score: a new event goes through `engagement.services.messages_apply`; we wait one full
   beat interval (SCORING_REFRESH_SECONDS, the worst case before the periodic task looks), then run
   what the periodic task runs (`workspace_refresh_is_due` + `workspace_refresh`) until the user's
